@@ -1,0 +1,43 @@
+"""Entry point in verl's ``verl.plugins`` group: imported at the end of ``import verl`` in the driver
+and in every Ray worker (trainer, agent-loop and reward workers).
+
+verl swallows plugin import errors at debug level, which would later surface as an unrelated
+"Unknown platform 'cpu'". So this module never raises: it logs the failure at ERROR level and
+keeps it in :data:`LOAD_ERROR`, and :func:`ensure_loaded` (called by ``verl_parl.main`` and by our
+agent loops) re-raises it with its cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+
+logger = logging.getLogger(__name__)
+
+LOAD_ERROR: BaseException | None = None
+
+
+class VerlPluginError(RuntimeError):
+    """verl-parl's verl plugin failed to load in this process."""
+
+
+def _load() -> None:
+    from verl_parl.backends import cpu
+
+    if cpu.cpu_selected():
+        cpu.activate()
+
+
+def ensure_loaded() -> None:
+    """Raise if loading verl-parl into verl failed in this process."""
+    if LOAD_ERROR is not None:
+        raise VerlPluginError(f"verl-parl's verl plugin (verl_parl.verl_plugin) failed to load: {LOAD_ERROR}") from (
+            LOAD_ERROR
+        )
+
+
+try:
+    _load()
+except Exception as exc:  # noqa: BLE001 - verl would swallow it; we keep it and re-raise in ensure_loaded
+    LOAD_ERROR = exc
+    logger.error("verl-parl's verl plugin failed to load:\n%s", traceback.format_exc())

@@ -1,0 +1,81 @@
+"""Built-on-first-use assets of the embedded default run, reachable from YAML as ``${parl_asset:NAME}``.
+
+Each asset is built once into the cache folder (``parl.cache_dir``) and reused; the resolver runs in
+the driver when :mod:`verl_parl.main` resolves the config, so workers only ever see plain paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+RESOLVER = "parl_asset"
+
+
+def _cache_dir(root: DictConfig) -> Path:
+    from verl_parl.config import parse_parl
+
+    return parse_parl(root.parl).resolved_cache_dir()
+
+
+def _embedded_data(root: DictConfig) -> dict[str, Path]:
+    from verl_parl.tasks import arithmetic
+
+    spec = OmegaConf.to_container(root.parl.embedded, resolve=True)
+    assert isinstance(spec, dict)
+    spec.pop("_target_", None)
+    key = json.dumps(spec, sort_keys=True)
+    directory = _cache_dir(root) / "data" / f"{spec['task']}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    paths = {split: directory / f"{split}.parquet" for split in ("train", "val")}
+    if not all(p.exists() for p in paths.values()):
+        print(f"[verl-parl] writing the embedded {spec['task']} task to {directory}", flush=True)
+        paths = arithmetic.write_dataset(directory, n_train=spec["n_train"], n_val=spec["n_val"], seed=spec["seed"])
+    return paths
+
+
+def _tiny_model(root: DictConfig) -> str:
+    from verl_parl.models.tiny import build_tiny_model
+
+    return str(build_tiny_model(cache_dir=_cache_dir(root) / "models"))
+
+
+def _embedded_tools(root: DictConfig) -> str:
+    from verl_parl.tasks import arithmetic
+
+    path = _cache_dir(root) / "tools" / "calculator.yaml"
+    return str(arithmetic.write_tool_config(path))
+
+
+def _embedded_reward(root: DictConfig) -> str:
+    from verl_parl.tasks import arithmetic
+
+    return str(Path(arithmetic.__file__).resolve())
+
+
+ASSETS: dict[str, Callable[[DictConfig], Any]] = {
+    "tiny_model": _tiny_model,
+    "embedded_train": lambda root: str(_embedded_data(root)["train"]),
+    "embedded_val": lambda root: str(_embedded_data(root)["val"]),
+    "embedded_tools": _embedded_tools,
+    "embedded_reward": _embedded_reward,
+}
+
+
+def resolve_asset(name: str, _root_: DictConfig) -> Any:
+    """OmegaConf resolver body: build (or find in the cache) asset ``name`` and return its path."""
+    if name not in ASSETS:
+        from verl_parl.config import did_you_mean
+
+        raise KeyError(f"unknown asset ${{{RESOLVER}:{name}}}{did_you_mean(name, ASSETS)}; known: {sorted(ASSETS)}")
+    return ASSETS[name](_root_)
+
+
+def register_resolver() -> None:
+    """Make ``${parl_asset:NAME}`` available to OmegaConf (idempotent)."""
+    if not OmegaConf.has_resolver(RESOLVER):
+        OmegaConf.register_new_resolver(RESOLVER, resolve_asset)

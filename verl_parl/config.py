@@ -1,0 +1,289 @@
+"""The ``parl:`` config section as frozen dataclasses, and whole-config validation.
+
+Every check returns messages that start with the config key they are about; :func:`validate`
+collects all of them so that one run shows every mistake at once, before any process starts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+EMBEDDED_TASKS = ("arithmetic",)
+PROFILES = ("cpu", "gpu")
+
+
+class ConfigError(ValueError):
+    """One or more config values are wrong; ``errors`` lists each, key first."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("invalid config:\n" + "\n".join(f"  - {e}" for e in errors))
+
+
+def _check(errors: list[str], ok: bool, message: str) -> None:
+    if not ok:
+        errors.append(message)
+
+
+@dataclass(frozen=True)
+class EmbeddedTaskConfig:
+    """``parl.embedded``: the built-in task the default run trains on."""
+
+    task: str = "arithmetic"
+    n_train: int = 64
+    n_val: int = 16
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        errors: list[str] = []
+        _check(errors, self.task in EMBEDDED_TASKS, f"parl.embedded.task: {self.task!r} is not one of {EMBEDDED_TASKS}")
+        _check(errors, _is_int(self.n_train) and self.n_train > 0, "parl.embedded.n_train: must be a positive int")
+        _check(errors, _is_int(self.n_val) and self.n_val > 0, "parl.embedded.n_val: must be a positive int")
+        _check(errors, _is_int(self.seed), "parl.embedded.seed: must be an int")
+        if errors:
+            raise ConfigError(errors)
+
+
+@dataclass(frozen=True)
+class ParlConfig:
+    """``parl``: verl-parl's own settings."""
+
+    output_dir: str
+    cache_dir: str | None = None
+    profile: str = "gpu"
+    shutdown_timeout_s: float = 30.0
+    embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
+
+    def __post_init__(self) -> None:
+        errors: list[str] = []
+        _check(errors, bool(self.output_dir), "parl.output_dir: must be a non-empty path")
+        _check(errors, self.profile in PROFILES, f"parl.profile: {self.profile!r} is not one of {PROFILES}")
+        _check(
+            errors,
+            isinstance(self.shutdown_timeout_s, int | float) and self.shutdown_timeout_s > 0,
+            "parl.shutdown_timeout_s: must be a positive number",
+        )
+        if errors:
+            raise ConfigError(errors)
+
+    def resolved_cache_dir(self) -> Path:
+        return Path(self.cache_dir or os.environ.get("VERL_PARL_CACHE") or Path.home() / ".cache" / "verl_parl")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_parl(section: DictConfig) -> ParlConfig:
+    """``cfg.parl`` -> :class:`ParlConfig`; unknown keys and bad values raise one :class:`ConfigError`."""
+    raw = OmegaConf.to_container(section, resolve=True)
+    assert isinstance(raw, dict)
+    raw.pop("_target_", None)
+    embedded = raw.pop("embedded", {}) or {}
+    embedded.pop("_target_", None)
+    errors = _unknown_keys("parl", raw, ParlConfig) + _unknown_keys("parl.embedded", embedded, EmbeddedTaskConfig)
+    if errors:
+        raise ConfigError(errors)
+    try:
+        embedded_cfg = EmbeddedTaskConfig(**embedded)
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+        embedded_cfg = EmbeddedTaskConfig()
+    try:
+        parl = ParlConfig(**raw, embedded=embedded_cfg)
+    except ConfigError as exc:
+        raise ConfigError(errors + exc.errors) from None
+    if errors:
+        raise ConfigError(errors)
+    return parl
+
+
+def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type) -> list[str]:
+    known = [f.name for f in fields(cls)]
+    return [f"{prefix}.{key}: unknown key{did_you_mean(key, known)}" for key in raw if key not in known]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or an empty string."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# whole-config checks: each takes the resolved config and returns error messages
+
+
+def check_profile(cfg: DictConfig) -> list[str]:
+    """Combinations that cannot work on the CPU profile."""
+    if cfg.parl.profile != "cpu":
+        return []
+    errors: list[str] = []
+    arr = cfg.actor_rollout_ref
+    for key in ("actor.strategy", "actor.fsdp_config.strategy", "ref.fsdp_config.strategy"):
+        value = OmegaConf.select(arr, key)
+        _check(
+            errors,
+            value == "fsdp2",
+            f"actor_rollout_ref.{key}: {value!r} cannot run on CPU (FSDP1 needs a GPU for sync_module_states); "
+            "use fsdp2",
+        )
+    attn = OmegaConf.select(arr, "model.override_config.attn_implementation")
+    _check(
+        errors,
+        attn in ("sdpa", "eager"),
+        f"actor_rollout_ref.model.override_config.attn_implementation: {attn!r} needs CUDA; use sdpa on CPU",
+    )
+    _check(errors, cfg.trainer.device == "cpu", f"trainer.device: {cfg.trainer.device!r} must be 'cpu' on the CPU profile")
+    name = arr.rollout.name
+    _check(errors, name == "hf", f"actor_rollout_ref.rollout.name: {name!r} needs a GPU; the CPU profile serves with 'hf'")
+    for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
+        value = arr.rollout.get(key, 1)
+        _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 with the hf rollout backend")
+    ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    gpus = OmegaConf.select(cfg, "ray_kwargs.ray_init.num_gpus")
+    _check(
+        errors,
+        gpus is not None and gpus >= ranks,
+        f"ray_kwargs.ray_init.num_gpus: {gpus} logical GPUs cannot hold trainer.n_gpus_per_node*nnodes={ranks} ranks",
+    )
+    return errors
+
+
+def check_batch_sizes(cfg: DictConfig) -> list[str]:
+    """Batch sizes that do not divide (checked before verl would assert deep inside a worker)."""
+    errors: list[str] = []
+    train = cfg.data.train_batch_size
+    actor = cfg.actor_rollout_ref.actor
+    n = cfg.actor_rollout_ref.rollout.n
+    world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    for key, value in (("data.train_batch_size", train), ("actor_rollout_ref.rollout.n", n)):
+        _check(errors, _is_int(value) and value > 0, f"{key}: must be a positive int, got {value!r}")
+    mini = actor.ppo_mini_batch_size
+    _check(errors, _is_int(mini) and mini > 0, f"actor_rollout_ref.actor.ppo_mini_batch_size: must be a positive int, got {mini!r}")
+    if errors:
+        return errors
+    _check(
+        errors,
+        train % mini == 0,
+        f"actor_rollout_ref.actor.ppo_mini_batch_size: {mini} does not divide data.train_batch_size={train}",
+    )
+    _check(
+        errors,
+        (mini * n) % world == 0,
+        f"actor_rollout_ref.actor.ppo_mini_batch_size: {mini} x rollout.n={n} samples cannot be split over {world} ranks",
+    )
+    micro = actor.get("ppo_micro_batch_size_per_gpu")
+    if micro is not None and not actor.get("use_dynamic_bsz", False):
+        per_rank = mini * n // world if (mini * n) % world == 0 else None
+        _check(
+            errors,
+            _is_int(micro) and micro > 0,
+            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: must be a positive int, got {micro!r}",
+        )
+    return errors
+
+
+def check_paths(cfg: DictConfig) -> list[str]:
+    """Model and data files must exist locally (the CPU profile can never download)."""
+    errors: list[str] = []
+    model_path = str(cfg.actor_rollout_ref.model.path)
+    local_looking = model_path.startswith(("/", ".", "~")) or cfg.parl.profile == "cpu"
+    if local_looking and not Path(model_path).expanduser().is_dir():
+        errors.append(
+            f"actor_rollout_ref.model.path: {model_path!r} is not a local model folder "
+            "(build one with `python -m verl_parl.models build`, or point to a save_pretrained folder)"
+        )
+    for key in ("data.train_files", "data.val_files"):
+        value = OmegaConf.select(cfg, key)
+        paths = list(value) if isinstance(value, ListConfig | list) else [value]
+        errors.extend(f"{key}: {p!r} does not exist" for p in paths if p and not Path(str(p)).expanduser().exists())
+    tool_config = OmegaConf.select(cfg, "actor_rollout_ref.rollout.multi_turn.tool_config_path")
+    if tool_config and not Path(str(tool_config)).expanduser().is_file():
+        errors.append(f"actor_rollout_ref.rollout.multi_turn.tool_config_path: {tool_config!r} does not exist")
+    return errors
+
+
+def check_rollout_backend(cfg: DictConfig) -> list[str]:
+    """The rollout backend must be registered with verl (``hf`` is ours, vllm/sglang/trtllm are verl's)."""
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    name = cfg.actor_rollout_ref.rollout.name
+    known = list(RolloutReplicaRegistry._registry)
+    if name in known:
+        return []
+    return [f"actor_rollout_ref.rollout.name: unknown rollout backend {name!r}{did_you_mean(name, known)}; known: {known}"]
+
+
+def check_verl(cfg: DictConfig) -> list[str]:
+    """verl's own config validation (dataclass conversion and ``validate_config``), as messages."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    errors: list[str] = []
+    for key in ("actor_rollout_ref.actor", "actor_rollout_ref.rollout", "algorithm"):
+        try:
+            omega_conf_to_dataclass(OmegaConf.select(cfg, key))
+        except Exception as exc:  # noqa: BLE001 - verl raises assorted types; we report them all by key
+            errors.append(f"{key}: {type(exc).__name__}: {exc}")
+    if errors:
+        return errors
+    try:
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"verl validate_config: {type(exc).__name__}: {exc}")
+    return errors
+
+
+Check = Callable[[DictConfig], list[str]]
+CHECKS: tuple[Check, ...] = (check_profile, check_batch_sizes, check_paths, check_rollout_backend)
+
+
+def validate(cfg: DictConfig, *, plugin_errors: Iterable[str] = ()) -> ParlConfig:
+    """Validate the resolved config; raise one :class:`ConfigError` listing every problem."""
+    errors: list[str] = []
+    parl: ParlConfig | None = None
+    try:
+        parl = parse_parl(cfg.parl)
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+    for check in CHECKS:
+        errors.extend(check(cfg))
+    errors.extend(plugin_errors)
+    if not errors:
+        errors.extend(check_verl(cfg))
+    if errors or parl is None:
+        raise ConfigError(errors)
+    return parl
+
+
+def check_override_types(cfg: DictConfig, base: DictConfig, overrides: Iterable[str]) -> list[str]:
+    """An override must keep the type of the value it replaces (``trainer.total_training_steps=abc``)."""
+    errors: list[str] = []
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if "=" not in override or key.startswith("hydra") or "/" in key:
+            continue
+        default = OmegaConf.select(base, key, throw_on_missing=False)
+        value = OmegaConf.select(cfg, key, throw_on_missing=False)
+        if default is None or value is None or isinstance(default, DictConfig | ListConfig):
+            continue
+        if not _same_kind(default, value):
+            errors.append(
+                f"{key}: expects {type(default).__name__} (default {default!r}), got {type(value).__name__} {value!r}"
+            )
+    return errors
+
+
+def _same_kind(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, int | float):
+        return isinstance(value, int | float)
+    return isinstance(value, type(default))

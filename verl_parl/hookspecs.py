@@ -1,0 +1,106 @@
+"""Every hook a verl-parl plugin can implement, grouped by the phase that calls it.
+
+Implement a hook with :data:`verl_parl.plugin.hookimpl` and a function of the same name; you may
+accept only the arguments you need. ``verl_parl.plugins.create_plugin_manager`` checks every
+``@hookimpl`` against these specifications, so a misspelled hook name or argument fails loudly.
+``docs/plugins.md`` lists each hook with its exact signature (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from verl_parl.registry import ContextPolicySpec, Register, RewardSpec, ScorerSpec, ToolSpec
+
+hookspec = pluggy.HookspecMarker("verl_parl")
+
+
+# -------------------------------------------------------------------------------------------------
+# Registration: called by ``verl_parl.plugins.collect_registries`` in the driver and in every Ray
+# worker that calls ``get_registries()``. Keep these hooks cheap and free of side effects: register
+# factories, and import heavy dependencies inside the factories, not at module level.
+# -------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def verl_parl_register_tools(register: Register[ToolSpec]) -> None:
+    """Register tool factories.
+
+    Receives ``register``, bound to the calling plugin: call ``register(ToolSpec(name=...,
+    factory=..., description=...))`` once per tool. The registry fills ``ToolSpec.plugin`` with the
+    plugin's name.
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per plugin that implements it, in plugin registration order (built-ins
+    first, then entry points). A tool name already registered by any plugin raises
+    ``DuplicateNameError`` naming both plugins.
+    """
+
+
+@hookspec
+def verl_parl_register_rewards(register: Register[RewardSpec]) -> None:
+    """Register reward functions.
+
+    Receives ``register``, bound to the calling plugin: call ``register(RewardSpec(name=...,
+    factory=..., description=...))`` once per reward.
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per implementing plugin, in registration order; a duplicate reward name
+    raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
+@hookspec
+def verl_parl_register_scorers(register: Register[ScorerSpec]) -> None:
+    """Register task scorers (functions comparing a final answer with the gold answer).
+
+    Receives ``register``, bound to the calling plugin: call ``register(ScorerSpec(name=...,
+    factory=..., description=...))`` once per scorer.
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per implementing plugin, in registration order; a duplicate scorer name
+    raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
+@hookspec
+def verl_parl_register_context_policies(register: Register[ContextPolicySpec]) -> None:
+    """Register context-management policies (hide-tool-result, discard-all, summarise, ...).
+
+    Receives ``register``, bound to the calling plugin: call ``register(ContextPolicySpec(name=...,
+    factory=..., description=...))`` once per policy.
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per implementing plugin, in registration order; a duplicate policy name
+    raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
+# -------------------------------------------------------------------------------------------------
+# Validation: called by ``verl_parl.plugins.validate_config`` once, in the driver, before any Ray
+# process starts, so every configuration error is reported at once.
+# -------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def verl_parl_validate_config(config: DictConfig) -> list[str]:  # type: ignore[empty-body]  # spec only
+    """Check the whole composed configuration for problems this plugin knows about.
+
+    Receives ``config``, the full Hydra/OmegaConf configuration (read it, never modify it).
+
+    Returns a list of error messages, empty when everything is fine. Each message names the config
+    key it is about, e.g. ``"parl.tools.search.timeout_s: must be positive, got -1"``.
+
+    Calling rule: collected, not ``firstresult``: every implementing plugin is called, in
+    registration order, and all their messages are concatenated and reported together. Returning
+    anything but a list of strings raises ``PluginError`` naming the plugin.
+    """

@@ -1,0 +1,165 @@
+"""The steps of a run behind :mod:`verl_parl.main`: prepare, train on a private Ray cluster, report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_parl.config import ConfigError, ParlConfig, check_override_types, validate
+
+VERL_METRICS_FILE = "verl_metrics.jsonl"
+SUMMARY_METRICS = (
+    "val-core/verl_parl/arithmetic/acc/mean@1",
+    "critic/score/mean",
+    "actor/grad_norm",
+    "actor/pg_loss",
+    "response_length/mean",
+    "training/rollout_probs_diff_max",
+)
+
+
+def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
+    """Resolve the config (building cached assets), load plugins and validate; raise ConfigError."""
+    from verl_parl import plugins, verl_plugin
+    from verl_parl.registry import PluginError
+
+    errors: list[str] = []
+    try:
+        OmegaConf.resolve(cfg)
+    except Exception as exc:  # noqa: BLE001 - a failed asset build or interpolation is a config error
+        raise ConfigError([f"config resolution: {type(exc).__name__}: {exc}"]) from exc
+    errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
+    import verl  # noqa: F401 - runs verl's plugin loading (our CPU backend) in this process
+
+    try:
+        verl_plugin.ensure_loaded()
+        pm = plugins.get_plugin_manager()
+        plugin_errors = plugins.validate_config(pm, cfg)
+    except (PluginError, verl_plugin.VerlPluginError) as exc:
+        raise ConfigError([f"plugins: {exc}"]) from exc
+    try:
+        parl = validate(cfg, plugin_errors=plugin_errors)
+    except ConfigError as exc:
+        raise ConfigError(errors + exc.errors) from None
+    if errors:
+        raise ConfigError(errors)
+    return parl
+
+
+def _base_config(cfg: DictConfig) -> DictConfig:
+    """The composed config without user overrides except the profile (for type checks)."""
+    from hydra import compose
+
+    return compose(config_name="parl_trainer", overrides=[f"profile={cfg.parl.profile}"])
+
+
+def ray_init_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Keyword arguments for a private, loopback-only Ray cluster running verl's workers."""
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    runtime_env = OmegaConf.to_container(OmegaConf.create(get_ppo_ray_runtime_env(cfg)), resolve=True)
+    assert isinstance(runtime_env, dict)
+    env_vars = runtime_env.setdefault("env_vars", {})
+    env_vars["TRANSFER_QUEUE_ENABLE"] = "1"
+    env_vars["VERL_FILE_LOGGER_PATH"] = str(run_dir / VERL_METRICS_FILE)
+    for key in ("VERL_PLATFORM", "VERL_PARL_BLOCK_PLUGINS", "VERL_PARL_TRACE_HOOKS", "HF_HUB_OFFLINE", "VERL_PARL_CACHE"):
+        if os.environ.get(key) is not None:
+            env_vars[key] = os.environ[key]
+    user = OmegaConf.to_container(cfg.ray_kwargs.get("ray_init", {}), resolve=True) or {}
+    assert isinstance(user, dict)
+    user_env = user.pop("runtime_env", None) or {}
+    merged_env = OmegaConf.to_container(OmegaConf.merge(runtime_env, user_env), resolve=True)
+    return {
+        **{k: v for k, v in user.items() if v is not None},
+        "runtime_env": merged_env,
+        "address": "local",
+        "_node_ip_address": "127.0.0.1",
+        "include_dashboard": False,
+        "dashboard_host": "127.0.0.1",
+        "log_to_driver": True,
+    }
+
+
+def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
+    """Start a private Ray cluster, run verl's v1 trainer, and always shut the cluster down."""
+    import ray
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, run_dir / "resolved_config.yaml")
+    ray.init(**ray_init_kwargs(cfg, run_dir))
+    try:
+        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+    finally:
+        ray.shutdown()
+
+
+def read_verl_metrics(path: Path) -> list[dict[str, Any]]:
+    """verl's file logger lines ``{"step", "data"}`` merged into one flat record per step."""
+    by_step: dict[int, dict[str, Any]] = {}
+    if not path.exists():
+        return []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        step = int(entry["step"])
+        by_step.setdefault(step, {"step": step}).update(entry.get("data", {}))
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def start_end(records: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    """First and last finite value of a metric across steps (None if it never appears)."""
+    values = [(r["step"], r[key]) for r in records if _finite(r.get(key))]
+    if not values:
+        return None
+    return {"start": values[0][1], "start_step": values[0][0], "end": values[-1][1], "end_step": values[-1][0]}
+
+
+def config_digest(cfg: DictConfig) -> str:
+    text = OmegaConf.to_yaml(cfg, resolve=False, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: bool) -> dict[str, Any]:
+    """Write ``metrics.jsonl`` (one flat record per step) and ``summary.json``; return the summary."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    records = read_verl_metrics(run_dir / VERL_METRICS_FILE)
+    with open(run_dir / "metrics.jsonl", "w") as out:
+        for record in records:
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+    steps = [r["step"] for r in records if "training/global_step" in r]
+    summary = {
+        "succeeded": succeeded,
+        "config_digest": config_digest(cfg),
+        "profile": cfg.parl.profile,
+        "steps": max(steps) if steps else 0,
+        "wall_time_s": round(time.time() - started, 1),
+        "metrics": {key: se for key in SUMMARY_METRICS if (se := start_end(records, key)) is not None},
+        "run_dir": str(run_dir),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """A short start-vs-end table for the console."""
+    status = "finished" if summary["succeeded"] else "FAILED"
+    lines = [
+        f"[verl-parl] run {status}: {summary['steps']} steps in {summary['wall_time_s']} s -> {summary['run_dir']}",
+        f"{'metric':<48} {'start':>12} {'end':>12}",
+    ]
+    for key, se in summary["metrics"].items():
+        lines.append(f"{key:<48} {se['start']:>12.4g} {se['end']:>12.4g}")
+    return "\n".join(lines)

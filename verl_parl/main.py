@@ -1,0 +1,108 @@
+"""``python -m verl_parl.main``: verl's v1 PPO/GRPO trainer with verl-parl's plugins and config.
+
+The order matters and is the point of this module:
+
+1. pick the hardware profile (cpu when no GPU is visible) and set ``VERL_PLATFORM`` before verl is
+   imported anywhere, so verl's plugin hook activates the CPU backend in every process;
+2. compose verl's ``ppo_trainer`` config with ours (Hydra), resolve it (building cached assets);
+3. load verl-parl's plugins and validate everything, reporting all errors at once;
+4. only then start a private Ray cluster on loopback, run verl's ``TaskRunnerV1``, and tear Ray
+   down on every exit path;
+5. write the run folder's ``metrics.jsonl`` and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CONFIG_MODULE = "verl_parl.configs"
+CONFIG_NAME = "parl_trainer"
+
+
+def gpu_visible() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def choose_profile(argv: list[str]) -> tuple[str, list[str]]:
+    """The profile named on the command line, else ``cpu`` without a GPU; returns (profile, argv)."""
+    for arg in argv:
+        if arg.startswith("profile="):
+            return arg.split("=", 1)[1], argv
+    profile = "gpu" if gpu_visible() else "cpu"
+    return profile, [*argv, f"profile={profile}"]
+
+
+def prepare_environment(profile: str) -> None:
+    """Process environment that must be in place before verl or Ray is imported."""
+    if profile == "cpu":
+        os.environ["VERL_PLATFORM"] = "cpu"
+    os.environ.pop("RAY_ADDRESS", None)  # always a private cluster, never a user's running one
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1" if profile == "cpu" else os.environ.get("HF_HUB_OFFLINE", "0"))
+
+
+def _exit_on_sigterm() -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (``verl-parl`` and ``python -m verl_parl.main``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    profile, args = choose_profile(args)
+    prepare_environment(profile)
+    _exit_on_sigterm()
+
+    from verl_parl.assets import register_resolver
+
+    register_resolver()
+    sys.argv = [sys.argv[0], *args]
+    _hydra_app()
+
+
+def _hydra_app() -> None:
+    import hydra
+
+    decorated = hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name=CONFIG_NAME, version_base=None)(run)
+    decorated()
+
+
+def run(cfg: Any) -> None:
+    """The Hydra task: resolve, validate, train, report."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from verl_parl import launch
+    from verl_parl.config import ConfigError
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
+    with open_dict(cfg):
+        cfg.parl.output_dir = str(run_dir)
+    started = time.time()
+    try:
+        parl = launch.prepare(cfg, overrides=list(HydraConfig.get().overrides.task))
+    except ConfigError as exc:
+        print(f"[verl-parl] {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"[verl-parl] run folder: {run_dir}", flush=True)
+    succeeded = False
+    try:
+        launch.train(cfg, parl, run_dir)
+        succeeded = True
+    finally:
+        summary = launch.write_reports(cfg, run_dir, started=started, succeeded=succeeded)
+        print(launch.format_summary(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()

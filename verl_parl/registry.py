@@ -1,0 +1,209 @@
+"""Typed registries that plugins fill through the ``verl_parl_register_*`` hooks.
+
+One :class:`Registry` per kind of component (tools, rewards, scorers, context policies), grouped in
+:class:`Registries`. A registry maps a name to a frozen ``*Spec`` record and is strict both ways:
+
+* registering a name twice raises :class:`DuplicateNameError`, naming both plugins, so one plugin
+  can never silently overwrite another's component;
+* looking up an unknown name raises :class:`UnknownNameError` with a "did you mean" hint and the
+  list of known names.
+
+Plugins never build specs' ``plugin`` field themselves: the ``register`` callable a hook receives is
+bound to the registering plugin (:meth:`Registry.bind`) and records its name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, Protocol, TypeVar
+
+__all__ = [
+    "ContextPolicySpec",
+    "DuplicateNameError",
+    "PluginError",
+    "Register",
+    "Registries",
+    "Registry",
+    "RewardSpec",
+    "ScorerSpec",
+    "Spec",
+    "ToolSpec",
+    "UnknownNameError",
+]
+
+
+class PluginError(Exception):
+    """Base class of every error raised by the plugin host (loading, validating, registering)."""
+
+
+class DuplicateNameError(PluginError):
+    """Two registrations used the same name in one registry."""
+
+    def __init__(self, kind: str, name: str, first_plugin: str, second_plugin: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.plugins = (first_plugin, second_plugin)
+        super().__init__(
+            f"{kind} {name!r} is registered twice: first by plugin {first_plugin!r}, "
+            f"then by plugin {second_plugin!r}; rename one of them or block a plugin "
+            "with VERL_PARL_BLOCK_PLUGINS"
+        )
+
+
+class UnknownNameError(PluginError, KeyError):
+    """A lookup asked for a name no plugin registered."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.known = known
+        close = difflib.get_close_matches(name, known, n=1)
+        self.suggestion = close[0] if close else None
+        hint = f"; did you mean {self.suggestion!r}?" if self.suggestion else "."
+        listing = f"Known {kind} names: {', '.join(known)}." if known else f"No {kind} is registered."
+        super().__init__(f"unknown {kind} {name!r}{hint} {listing}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Spec:
+    """What every registry entry has.
+
+    Attributes:
+        name: the unique name config files use to select the component.
+        factory: callable that builds (or is) the component; each kind documents its call.
+        description: one line shown by ``python -m verl_parl.plugins list``.
+        plugin: the registering plugin's name; filled by the registry, leave it empty.
+    """
+
+    name: str
+    factory: Callable[..., Any]
+    description: str = ""
+    plugin: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ToolSpec(Spec):
+    """A tool the agents can call; ``factory`` builds the tool instance."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RewardSpec(Spec):
+    """A reward function; ``factory`` builds (or is) the function scoring one episode."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScorerSpec(Spec):
+    """A task scorer; ``factory`` builds (or is) the function comparing an answer with the gold."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ContextPolicySpec(Spec):
+    """A context-management policy; ``factory`` builds the policy object."""
+
+
+SpecT = TypeVar("SpecT", bound=Spec)
+SpecT_contra = TypeVar("SpecT_contra", bound=Spec, contravariant=True)
+
+
+class Register(Protocol[SpecT_contra]):
+    """The ``register`` callable a ``verl_parl_register_*`` hook receives: ``register(spec)``."""
+
+    def __call__(self, spec: SpecT_contra, /) -> None: ...
+
+
+class _BoundRegister(Generic[SpecT]):
+    """``register`` bound to one registry and one plugin (readable in hook traces)."""
+
+    def __init__(self, registry: Registry[SpecT], plugin: str) -> None:
+        self._registry = registry
+        self._plugin = plugin
+
+    def __call__(self, spec: SpecT, /) -> None:
+        self._registry.add(spec, plugin=self._plugin)
+
+    def __repr__(self) -> str:
+        return f"<register {self._registry.kind} for plugin {self._plugin!r}>"
+
+
+class Registry(Generic[SpecT]):
+    """Name → spec for one kind of component; strict about duplicates and unknown names."""
+
+    def __init__(self, spec_type: type[SpecT], kind: str) -> None:
+        self.spec_type = spec_type
+        self.kind = kind
+        self._specs: dict[str, SpecT] = {}
+
+    def add(self, spec: SpecT, *, plugin: str) -> SpecT:
+        """Record ``spec`` as registered by ``plugin`` and return the stored copy.
+
+        Raises:
+            PluginError: ``spec`` is not a ``spec_type`` or has an empty name.
+            DuplicateNameError: the name is already taken (by any plugin, this one included).
+        """
+        if not isinstance(spec, self.spec_type):
+            raise PluginError(
+                f"plugin {plugin!r} registered a {type(spec).__name__} as a {self.kind}; "
+                f"expected a {self.spec_type.__name__}"
+            )
+        if not isinstance(spec.name, str) or not spec.name:
+            raise PluginError(f"plugin {plugin!r} registered a {self.kind} with an empty name: {spec!r}")
+        existing = self._specs.get(spec.name)
+        if existing is not None:
+            raise DuplicateNameError(self.kind, spec.name, existing.plugin, plugin)
+        stored = dataclasses.replace(spec, plugin=plugin)
+        self._specs[spec.name] = stored
+        return stored
+
+    def bind(self, plugin: str) -> Register[SpecT]:
+        """The ``register`` callable handed to ``plugin``'s hook implementation."""
+        return _BoundRegister(self, plugin)
+
+    def get(self, name: str) -> SpecT:
+        """The spec registered as ``name``; raises :class:`UnknownNameError` with a hint."""
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise UnknownNameError(self.kind, name, self.names()) from None
+
+    __getitem__ = get
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._specs)
+
+    def by_plugin(self, plugin: str) -> list[SpecT]:
+        """Specs registered by ``plugin``, sorted by name."""
+        return [spec for spec in self if spec.plugin == plugin]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[SpecT]:
+        return iter([self._specs[name] for name in self.names()])
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind}: {', '.join(self.names()) or 'empty'})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Registries:
+    """The four registries plugins fill; built by ``verl_parl.plugins.collect_registries``."""
+
+    tools: Registry[ToolSpec] = dataclasses.field(default_factory=lambda: Registry(ToolSpec, "tool"))
+    rewards: Registry[RewardSpec] = dataclasses.field(default_factory=lambda: Registry(RewardSpec, "reward"))
+    scorers: Registry[ScorerSpec] = dataclasses.field(default_factory=lambda: Registry(ScorerSpec, "scorer"))
+    context_policies: Registry[ContextPolicySpec] = dataclasses.field(
+        default_factory=lambda: Registry(ContextPolicySpec, "context policy")
+    )
+
+    def items(self) -> list[tuple[str, Registry[Any]]]:
+        """``(field name, registry)`` pairs in declaration order, e.g. ``("tools", ...)``."""
+        return [(field.name, getattr(self, field.name)) for field in dataclasses.fields(self)]
