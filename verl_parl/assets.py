@@ -51,10 +51,10 @@ def _embedded_tools(root: DictConfig) -> str:
     return str(arithmetic.write_tool_config(path))
 
 
-def _embedded_reward(root: DictConfig) -> str:
-    from verl_parl.tasks import arithmetic
+def _reward_fn(root: DictConfig) -> str:
+    from verl_parl.rewards import verl_reward
 
-    return str(Path(arithmetic.__file__).resolve())
+    return str(Path(verl_reward.__file__).resolve())
 
 
 ASSETS: dict[str, Callable[[DictConfig], Any]] = {
@@ -62,7 +62,7 @@ ASSETS: dict[str, Callable[[DictConfig], Any]] = {
     "embedded_train": lambda root: str(_embedded_data(root)["train"]),
     "embedded_val": lambda root: str(_embedded_data(root)["val"]),
     "embedded_tools": _embedded_tools,
-    "embedded_reward": _embedded_reward,
+    "reward_fn": _reward_fn,
 }
 
 

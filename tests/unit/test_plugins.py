@@ -76,6 +76,8 @@ def write_distribution(site: Path, dist: str, entry_points: dict[str, str], vers
 def clean_plugin_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv(BLOCK_PLUGINS_ENV, raising=False)
     monkeypatch.delenv(TRACE_HOOKS_ENV, raising=False)
+    # these tests describe the host itself: no built-in components unless a test installs some
+    monkeypatch.setattr(plugins, "BUILTIN_PLUGINS", ())
     reset_plugin_manager()
     yield
     reset_plugin_manager()

@@ -2,8 +2,9 @@
 
 It is the embedded default of ``python -m verl_parl.main`` until the swarm task suite exists, and it
 runs through verl's own ``tool_agent`` loop: the dataset rows name ``agent_name: tool_agent``, the
-tool is a verl :class:`~verl.tools.base_tool.BaseTool` listed in a verl tool-config YAML, and the
-reward is a verl ``compute_score`` function.
+``calculator`` tool reaches verl through :class:`verl_parl.tools.verl_tool.RegisteredTool`, and the
+``number_match`` scorer through :mod:`verl_parl.rewards.verl_reward`. This module is a built-in
+plugin: it registers both through the same hooks a third-party plugin uses.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import random
 import re
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
-from verl.tools.base_tool import BaseTool
-from verl.tools.schemas import ToolResponse
+from verl_parl.plugin import hookimpl
+from verl_parl.registry import Register, ScorerSpec, ToolSpec
+from verl_parl.tools.base import ToolError
 
 DATA_SOURCE = "verl_parl/arithmetic"
 SYSTEM_PROMPT = "You are a careful assistant. Use the calculator tool for arithmetic, then give the final number."
@@ -80,14 +81,14 @@ def write_dataset(directory: Path, *, n_train: int = 64, n_val: int = 16, seed: 
 
 
 def write_tool_config(path: Path) -> Path:
-    """verl's tool-config YAML (``rollout.multi_turn.tool_config_path``) listing the calculator."""
+    """verl's tool-config YAML (``rollout.multi_turn.tool_config_path``) exposing the calculator."""
     import yaml
 
     config = {
         "tools": [
             {
-                "class_name": f"{__name__}.CalculatorTool",
-                "config": {"type": "native"},
+                "class_name": "verl_parl.tools.verl_tool.RegisteredTool",
+                "config": {"type": "native", "name": "calculator"},
                 "tool_schema": TOOL_SCHEMA,
             }
         ]
@@ -128,19 +129,22 @@ def format_number(value: float) -> str:
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def compute_score(
-    data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None, **_: Any
-) -> dict[str, Any]:
-    """verl reward function: 1.0 when the last number after the last tool response equals the answer.
+def number_match(solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Score an answer: 1.0 when the last number after the last tool response equals the gold answer.
 
-    A response that calls the calculator in valid form earns 0.1 even when the answer is wrong, so
-    that a cold model gets a learning signal toward using the tool.
+    Wrong answers earn shaping credit so that a cold model gets a signal: 0.1 for a valid
+    ``calculator`` call, plus up to 0.1 for a final number close to the answer
+    (``0.1 * max(0, 1 - |pred - gold| / max(1, |gold|))``).
     """
     tail = solution_str.rsplit("</tool_response>", 1)[-1]
     numbers = _NUMBER.findall(tail)
-    correct = bool(numbers) and numbers[-1] == ground_truth
+    correct = bool(numbers) and numbers[-1] == str(ground_truth)
     used_tool = _has_valid_call(solution_str)
-    score = 1.0 if correct else (0.1 if used_tool else 0.0)
+    closeness = 0.0
+    if numbers and not correct:
+        gold = float(ground_truth)
+        closeness = max(0.0, 1.0 - abs(float(numbers[-1]) - gold) / max(1.0, abs(gold)))
+    score = 1.0 if correct else 0.1 * used_tool + 0.1 * closeness
     return {"score": score, "acc": float(correct), "used_tool": float(used_tool)}
 
 
@@ -155,18 +159,32 @@ def _has_valid_call(text: str) -> bool:
     return False
 
 
-class CalculatorTool(BaseTool):
-    """verl tool: evaluates the ``expression`` argument; bad input becomes an error message."""
+class Calculator:
+    """The ``calculator`` tool: evaluates the ``expression`` argument."""
 
-    async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
-        return instance_id or str(uuid4()), ToolResponse()
+    schema = TOOL_SCHEMA
 
-    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any) -> tuple[ToolResponse, float, dict]:
-        expression = parameters.get("expression") if isinstance(parameters, dict) else None
+    async def run(self, arguments: dict[str, Any]) -> str:
+        expression = arguments.get("expression")
         if not isinstance(expression, str):
-            return ToolResponse(text="error: calculator needs a string argument 'expression'"), 0.0, {"ok": 0}
+            raise ToolError("calculator needs a string argument 'expression'")
         try:
-            result = format_number(evaluate(expression))
+            return format_number(evaluate(expression))
         except ValueError as exc:
-            return ToolResponse(text=f"error: {exc}"), 0.0, {"ok": 0}
-        return ToolResponse(text=result), 0.0, {"ok": 1}
+            raise ToolError(str(exc)) from exc
+
+
+@hookimpl
+def verl_parl_register_tools(register: Register[ToolSpec]) -> None:
+    register(ToolSpec(name="calculator", factory=Calculator, description="arithmetic with + - * / and parentheses"))
+
+
+@hookimpl
+def verl_parl_register_scorers(register: Register[ScorerSpec]) -> None:
+    register(
+        ScorerSpec(
+            name="number_match",
+            factory=lambda: number_match,
+            description="last number of the answer equals the gold number (with shaping credit)",
+        )
+    )

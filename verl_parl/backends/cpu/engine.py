@@ -17,7 +17,8 @@ Design
   trimmed).
 * The KV cache is a transformers ``DynamicCache`` whose layers are ``DynamicLayer`` objects holding
   ``layer.keys`` / ``layer.values`` tensors of shape ``[batch, kv_heads, seq, head_dim]`` (transformers 5.x API);
-  merging and trimming replace those tensors.
+  merging and trimming replace those tensors. The layers are a ``DynamicLayer`` subclass that appends in place
+  into buffers with spare room instead of concatenating (copying the whole cache) at every step.
 * Per-row state (last token, position, sampling parameters, stop ids, generated tokens and log-probs) lives in
   tensors, so sampling, stop detection and bookkeeping are vectorised over the batch; Python only loops over the
   rows that join or leave.
@@ -161,6 +162,49 @@ def _pad_cols(t: torch.Tensor, width: int, value: float, *, left: bool = False) 
 def _left_pad_seq(kv: torch.Tensor, extra: int) -> torch.Tensor:
     """Left-pads a ``[batch, heads, seq, dim]`` cache tensor with zeros along the sequence axis."""
     return F.pad(kv, (0, 0, extra, 0)) if extra > 0 else kv
+
+
+class _GrowingLayer(DynamicLayer):
+    """A ``DynamicLayer`` that appends in place into buffers with spare room on the sequence axis.
+
+    ``DynamicLayer.update`` concatenates, i.e. copies the whole cache of the layer at every decode step. Here
+    ``keys`` / ``values`` are prefix views of larger buffers, reallocated only when full or when the engine has
+    replaced ``keys`` / ``values`` (merging, selecting or trimming rows), so a decode step writes one column.
+    """
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__(config)
+        self._views: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:  # prefill: keep the tensors as they are
+            self.lazy_initialization(key_states, value_states)
+            self.keys, self.values = key_states, value_states
+            return self.keys, self.values
+        length, end = self.keys.shape[-2], self.keys.shape[-2] + key_states.shape[-2]
+        views = self._views
+        if views is None or views[0] is not self.keys or views[1] is not self.values or self._capacity() < end:
+            room = end + max(64, end // 4)
+            self._buffers = (_with_room(self.keys, room), _with_room(self.values, room))
+        keys, values = self._buffers  # type: ignore[misc]
+        keys[:, :, length:end] = key_states
+        values[:, :, length:end] = value_states
+        self.keys, self.values = keys[:, :, :end], values[:, :, :end]
+        self._views = (self.keys, self.values)
+        return self.keys, self.values
+
+    def _capacity(self) -> int:
+        return self._buffers[0].shape[-2] if self._buffers is not None else 0
+
+
+def _with_room(t: torch.Tensor, room: int) -> torch.Tensor:
+    """A ``[batch, heads, room, dim]`` buffer whose first ``t.shape[-2]`` columns hold ``t``."""
+    buffer = t.new_empty((*t.shape[:2], room, t.shape[-1]))
+    buffer[:, :, : t.shape[-2]] = t
+    return buffer
 
 
 # Per-row tensors of a batch: name -> padding value for 2-D fields whose width differs between batches.
@@ -497,6 +541,7 @@ class BatchedGenerator:
         offsets = torch.arange(seq).unsqueeze(0) - (seq - lens).unsqueeze(1)
         mask = offsets >= 0
         cache = DynamicCache()
+        cache.layer_class_to_replicate = _GrowingLayer  # layers are created lazily, one per attention layer
         kwargs: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
         out = self.model(
             input_ids=input_ids,
@@ -506,7 +551,7 @@ class BatchedGenerator:
             use_cache=True,
             **kwargs,
         )
-        if not all(type(layer) is DynamicLayer for layer in cache.layers):
+        if not all(type(layer) is _GrowingLayer for layer in cache.layers):
             raise NotImplementedError("BatchedGenerator supports full-attention DynamicCache layers only")
         for r in requests:
             r.state = "running"

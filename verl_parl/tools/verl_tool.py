@@ -1,0 +1,54 @@
+"""Expose any registered verl-parl tool to verl's own ``tool_agent`` loop.
+
+List it in a verl tool-config YAML (``actor_rollout_ref.rollout.multi_turn.tool_config_path``)::
+
+    tools:
+      - class_name: verl_parl.tools.verl_tool.RegisteredTool
+        config: {type: native, name: calculator, options: {}}
+        tool_schema: null      # taken from the registered tool
+
+The tool is looked up in the plugin registries of the process that runs the agent loop, so
+third-party tool plugins work in verl's Ray workers exactly as in the driver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import uuid4
+
+from verl.tools.base_tool import BaseTool
+from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+
+from verl_parl.plugins import get_registries
+from verl_parl.tools.base import Tool, ToolError
+
+
+def build_tool(name: str, options: dict[str, Any] | None = None) -> Tool:
+    """Instantiate the registered tool ``name`` (raises UnknownNameError with a did-you-mean hint)."""
+    tool = get_registries().tools.get(name).factory(**(options or {}))
+    if not isinstance(tool, Tool):
+        raise TypeError(f"tool factory for {name!r} returned {type(tool).__name__}, which lacks schema/run")
+    return tool
+
+
+class RegisteredTool(BaseTool):
+    """verl ``BaseTool`` wrapping a registered verl-parl :class:`Tool`; errors become observations."""
+
+    def __init__(self, config: dict[str, Any], tool_schema: OpenAIFunctionToolSchema | None) -> None:
+        if "name" not in config:
+            raise ValueError("RegisteredTool needs config.name: the registered verl-parl tool to expose")
+        self.tool = build_tool(config["name"], config.get("options"))
+        schema = tool_schema or OpenAIFunctionToolSchema.model_validate(self.tool.schema)
+        super().__init__(config, schema)
+
+    async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
+        return instance_id or str(uuid4()), ToolResponse()
+
+    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any) -> tuple[ToolResponse, float, dict]:
+        if not isinstance(parameters, dict):
+            return ToolResponse(text=f"error: {self.name} takes a JSON object of arguments"), 0.0, {"ok": 0}
+        try:
+            text = await self.tool.run(parameters)
+        except ToolError as exc:
+            return ToolResponse(text=f"error: {exc}"), 0.0, {"ok": 0}
+        return ToolResponse(text=text), 0.0, {"ok": 1}
