@@ -63,6 +63,13 @@ async def run_clients(
 
 
 async def measure(model: Qwen2ForCausalLM, max_batch_size: int, args: argparse.Namespace, concurrency: int) -> float:
+    """Best tokens/s over ``args.repeat`` runs (other processes on the cores make single runs noisy)."""
+    return max([await measure_once(model, max_batch_size, args, concurrency) for _ in range(args.repeat)])
+
+
+async def measure_once(
+    model: Qwen2ForCausalLM, max_batch_size: int, args: argparse.Namespace, concurrency: int
+) -> float:
     engine = BatchedGenerator(model, eos_token_ids=[], max_batch_size=max_batch_size, seed=0)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, logprobs=True)
     try:
@@ -78,6 +85,8 @@ async def measure(model: Qwen2ForCausalLM, max_batch_size: int, args: argparse.N
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    if args.threads:
+        torch.set_num_threads(args.threads)
     model = build_model(args)
     n_params = sum(p.numel() for p in model.parameters())
     print(
@@ -109,6 +118,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=1, help="report the best of this many runs per cell")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser.parse_args()
 

@@ -7,7 +7,6 @@ on ``sys.path``: ``importlib.metadata`` finds them exactly as it finds a pip-ins
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -36,10 +35,10 @@ from verl_parl.plugins import (
     validate_config,
 )
 from verl_parl.registry import DuplicateNameError, PluginError, ToolSpec
+from verl_parl.testing import write_plugin_distribution
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODULE_PREFIX = "vp_test_plugin_"
-_module_ids = itertools.count()
 
 ECHO_PLUGIN = """
 from verl_parl.plugin import hookimpl
@@ -57,19 +56,7 @@ def verl_parl_register_tools(register):
 
 
 def write_distribution(site: Path, dist: str, entry_points: dict[str, str], version: str = "0.1.0") -> dict[str, str]:
-    """Write one distribution declaring ``entry_points`` (entry-point name → module source).
-
-    Returns entry-point name → the (unique) module name its source was written as.
-    """
-    modules = {ep_name: f"{MODULE_PREFIX}{ep_name}_{next(_module_ids)}" for ep_name in entry_points}
-    for ep_name, source in entry_points.items():
-        (site / f"{modules[ep_name]}.py").write_text(textwrap.dedent(source))
-    dist_info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    lines = [f"{ep_name} = {module}" for ep_name, module in modules.items()]
-    (dist_info / "entry_points.txt").write_text("[verl_parl]\n" + "\n".join(lines) + "\n")
-    return modules
+    return write_plugin_distribution(site, dist, entry_points, version=version, module_prefix=MODULE_PREFIX)
 
 
 @pytest.fixture(autouse=True)
