@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +67,28 @@ ASSETS: dict[str, Callable[[DictConfig], Any]] = {
 }
 
 
+_building = True
+
+
+@contextmanager
+def building(enabled: bool) -> Iterator[None]:
+    """With ``enabled=False`` assets resolve to None instead of being built (used while the
+    ``parl`` section itself is invalid, so that the other config errors can still be reported)."""
+    global _building
+    previous, _building = _building, enabled
+    try:
+        yield
+    finally:
+        _building = previous
+
+
 def resolve_asset(name: str, _root_: DictConfig) -> Any:
     """OmegaConf resolver body: build (or find in the cache) asset ``name`` and return its path."""
     if name not in ASSETS:
         from verl_parl.config import did_you_mean
 
         raise KeyError(f"unknown asset ${{{RESOLVER}:{name}}}{did_you_mean(name, ASSETS)}; known: {sorted(ASSETS)}")
-    return ASSETS[name](_root_)
+    return ASSETS[name](_root_) if _building else None
 
 
 def register_resolver() -> None:

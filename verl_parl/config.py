@@ -193,9 +193,9 @@ def check_batch_sizes(cfg: DictConfig) -> list[str]:
 def check_paths(cfg: DictConfig) -> list[str]:
     """Model and data files must exist locally (the CPU profile can never download)."""
     errors: list[str] = []
-    model_path = str(cfg.actor_rollout_ref.model.path)
-    local_looking = model_path.startswith(("/", ".", "~")) or cfg.parl.profile == "cpu"
-    if local_looking and not Path(model_path).expanduser().is_dir():
+    model_path = cfg.actor_rollout_ref.model.path
+    local_looking = model_path is not None and (str(model_path).startswith(("/", ".", "~")) or cfg.parl.profile == "cpu")
+    if local_looking and not Path(str(model_path)).expanduser().is_dir():
         errors.append(
             f"actor_rollout_ref.model.path: {model_path!r} is not a local model folder "
             "(build one with `python -m verl_parl.models build`, or point to a save_pretrained folder)"

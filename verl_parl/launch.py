@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_parl.config import ConfigError, ParlConfig, check_override_types, validate
+from verl_parl.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
 SUMMARY_METRICS = (
@@ -30,11 +30,20 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     from verl_parl import plugins, verl_plugin
     from verl_parl.registry import PluginError
 
+    from verl_parl import assets
+
     errors: list[str] = []
     try:
-        OmegaConf.resolve(cfg)
+        parse_parl(cfg.parl)
+        parl_ok = True
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+        parl_ok = False
+    try:
+        with assets.building(parl_ok):
+            OmegaConf.resolve(cfg)
     except Exception as exc:  # noqa: BLE001 - a failed asset build or interpolation is a config error
-        raise ConfigError([f"config resolution: {type(exc).__name__}: {exc}"]) from exc
+        raise ConfigError([*errors, f"config resolution: {type(exc).__name__}: {exc}"]) from exc
     errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
     import verl  # noqa: F401 - runs verl's plugin loading (our CPU backend) in this process
 
@@ -47,7 +56,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     try:
         parl = validate(cfg, plugin_errors=plugin_errors)
     except ConfigError as exc:
-        raise ConfigError(errors + exc.errors) from None
+        raise ConfigError(list(dict.fromkeys(errors + exc.errors))) from None
     if errors:
         raise ConfigError(errors)
     return parl

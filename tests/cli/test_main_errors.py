@@ -1,0 +1,62 @@
+"""Bad input to ``python -m verl_parl.main`` stops the run before Ray starts, naming what is wrong."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from verl_parl.testing import write_plugin_distribution
+
+RAY_STARTED = "Started a local Ray instance"
+
+
+def run_main(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    environ["VERL_PARL_CACHE"] = str(tmp_path / "cache")
+    environ.update(env or {})
+    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", *overrides]
+    return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_every_config_error_is_reported_at_once_before_ray(tmp_path: Path) -> None:
+    result = run_main(
+        tmp_path,
+        "actor_rollout_ref.actor.strategy=fsdp",  # FSDP1 cannot run on CPU
+        "data.train_batch_size=6",  # does not divide into mini-batches of 4
+        "actor_rollout_ref.model.path=/nonexistent/model",
+        "trainer.total_training_steps=abc",  # wrong type
+        "actor_rollout_ref.rollout.name=vlm",  # misspelled backend
+        "parl.embedded.n_train=0",
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    for key in (
+        "actor_rollout_ref.actor.strategy",
+        "actor_rollout_ref.actor.ppo_mini_batch_size: 4 does not divide data.train_batch_size=6",
+        "actor_rollout_ref.model.path: '/nonexistent/model'",
+        "trainer.total_training_steps: expects int",
+        "actor_rollout_ref.rollout.name: unknown rollout backend 'vlm' (did you mean 'vllm'?)",
+        "parl.embedded.n_train",
+    ):
+        assert key in result.stderr
+    assert RAY_STARTED not in result.stdout + result.stderr
+
+
+def test_unknown_key_names_the_key(tmp_path: Path) -> None:
+    result = run_main(tmp_path, "trainer.total_trainig_steps=3")
+    assert result.returncode != 0
+    assert "total_trainig_steps" in result.stderr
+    assert RAY_STARTED not in result.stdout + result.stderr
+
+
+def test_broken_plugin_stops_the_run_naming_the_entry_point(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    write_plugin_distribution(site, "vp-broken", {"broken": "raise ImportError('missing dependency foo')\n"})
+    pythonpath = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    result = run_main(tmp_path, env={"PYTHONPATH": pythonpath})
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "broken" in result.stderr
+    assert "missing dependency foo" in result.stderr
+    assert RAY_STARTED not in result.stdout + result.stderr

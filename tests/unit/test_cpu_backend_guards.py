@@ -1,0 +1,101 @@
+"""Guards: the private verl 0.9.1 surface our CPU backend touches. Each fails loudly if verl changes."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+import torch.distributed
+import verl
+
+from verl_parl.backends.cpu import patches
+from verl_parl.backends.cpu.platform import PlatformCPU, cpu_device_module
+
+
+def test_verl_is_the_pinned_version() -> None:
+    assert verl.__version__ == "0.9.1", "the CPU patches target verl 0.9.1; re-check each guard below"
+
+
+def test_distributed_still_builds_the_duplicated_cpu_backend_string() -> None:
+    patches.check_distributed_surface()  # raises VerlCompatibilityError when verl changes
+    assert patches.dedupe_backend("cpu:gloo,cpu:gloo") == "cpu:gloo"
+    assert patches.dedupe_backend("cpu:gloo,cuda:nccl") == "cpu:gloo,cuda:nccl"
+    assert patches.dedupe_backend(None) is None
+
+
+def test_init_process_group_patch_makes_verls_cpu_backend_string_work(tmp_path: Path) -> None:
+    patches.patch_init_process_group()
+    assert torch.distributed.init_process_group.__verl_parl_patched__
+    torch.distributed.init_process_group(
+        backend="cpu:gloo,cpu:gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        tensor = torch.ones(2)
+        torch.distributed.all_reduce(tensor)
+        assert tensor.tolist() == [1.0, 1.0]
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_fsdp_engine_still_pins_its_offload_policy_and_the_patch_unpins_it() -> None:
+    module = importlib.import_module(patches.TRANSFORMER_IMPL)
+    patches.check_offload_surface(module)
+    original = module.CPUOffloadPolicy
+    try:
+        patches.patch_offload_policy(module)
+        assert module.CPUOffloadPolicy(pin_memory=True).pin_memory is False
+    finally:
+        module.CPUOffloadPolicy = original
+
+
+def test_fsdp_engine_classes_register_for_cpu() -> None:
+    from verl.workers.engine.base import EngineRegistry
+
+    module = importlib.import_module(patches.TRANSFORMER_IMPL)
+    patches.register_cpu_engines(module)
+    patches.register_cpu_engines(module)  # idempotent
+    for model_type in ("language_model", "value_model"):
+        for backend in ("fsdp", "fsdp2"):
+            assert "cpu" in EngineRegistry._engines[model_type][backend]
+
+
+def test_private_rollout_adapter_registry_is_a_dict_keyed_by_name_and_mode() -> None:
+    from verl.workers.rollout import base
+
+    assert isinstance(base._ROLLOUT_REGISTRY, dict)
+    assert ("vllm", "async") in base._ROLLOUT_REGISTRY
+    assert "_ROLLOUT_REGISTRY[(rollout_name, mode)]" in inspect.getsource(base.get_rollout_class)
+
+
+def test_cpu_device_module_covers_every_call_verl_makes_on_the_device_module() -> None:
+    verl_root = Path(verl.__file__).parent
+    pattern = re.compile(r"get_torch_device\(\)\.([A-Za-z_]+)")
+    used = {m for path in verl_root.rglob("*.py") for m in pattern.findall(path.read_text(errors="ignore"))}
+    assert "empty_cache" in used  # the scan itself works
+    missing = sorted(name for name in used if not hasattr(cpu_device_module, name))
+    assert not missing, f"verl now calls get_torch_device().{missing} which the CPU stand-in lacks"
+
+
+def test_platform_is_never_auto_detected_and_reports_cpu() -> None:
+    platform = PlatformCPU()
+    assert platform.is_platform_available(use_smi_check=True) is False
+    assert platform.current_device() == "cpu"
+    assert platform.communication_backend_name() == "gloo"
+    assert platform.ray_resource_name() == "GPU"
+    free, total = cpu_device_module.mem_get_info()
+    assert 0 < free <= total
+
+
+def test_when_imported_runs_callbacks_after_a_fresh_import(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "vp_late_module.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[int] = []
+    patches.when_imported("vp_late_module", lambda module: seen.append(module.VALUE))
+    assert seen == []
+    importlib.import_module("vp_late_module")
+    assert seen == [1]
+    patches.when_imported("vp_late_module", lambda module: seen.append(module.VALUE + 1))
+    assert seen == [1, 2]  # already imported: runs at once
