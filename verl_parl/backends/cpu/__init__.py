@@ -2,16 +2,16 @@
 
 Inert unless :func:`cpu_selected` (``VERL_PLATFORM=cpu``): nothing here runs on GPU machines.
 :func:`activate` is called from :mod:`verl_parl.verl_plugin` in every process that imports verl.
+This module must not import verl at import time: verl imports it from its own ``__init__``.
 """
 
 from __future__ import annotations
 
 import os
 
-from verl_parl.backends.cpu.platform import PLATFORM_NAME, PlatformCPU
+__all__ = ["PLATFORM_NAME", "ROLLOUT_NAME", "activate", "cpu_selected"]
 
-__all__ = ["PLATFORM_NAME", "ROLLOUT_NAME", "PlatformCPU", "activate", "cpu_selected"]
-
+PLATFORM_NAME = "cpu"
 ROLLOUT_NAME = "hf"
 ROLLOUT_ADAPTER = "verl_parl.backends.cpu.server.HFServerAdapter"
 
@@ -34,6 +34,7 @@ def activate() -> None:
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
     from verl_parl.backends.cpu import patches
+    from verl_parl.backends.cpu.platform import PlatformCPU
 
     if PlatformRegistry.get(PLATFORM_NAME) is not PlatformCPU:
         PlatformRegistry.register(platform=PLATFORM_NAME)(PlatformCPU)

@@ -18,7 +18,7 @@ import psutil
 import torch
 from verl.plugin.platform import PlatformBase
 
-PLATFORM_NAME = "cpu"
+from verl_parl.backends.cpu import PLATFORM_NAME
 
 
 def _noop(*_args: Any, **_kwargs: Any) -> None:
