@@ -1,0 +1,92 @@
+"""The hf inference server on its own: verl's server contract, weight updates, frozen mode."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import torch
+
+from verl_parl.backends.cpu.server import HFInferenceServer, to_sampling_params
+from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+
+PROMPT = [5, 17, 33, 90, 11]
+GREEDY = {"temperature": 0.0, "logprobs": True}
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    spec = TinyModelSpec(vocab_size=512, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    return build_tiny_model(spec, cache_dir=tmp_path_factory.mktemp("models"), progress=False)
+
+
+def make_server(model_path: Path, **kwargs: object) -> HFInferenceServer:
+    return HFInferenceServer(str(model_path), max_model_len=64, default_max_tokens=8, **kwargs)  # type: ignore[arg-type]
+
+
+def test_generate_follows_verls_token_output_contract(model_path: Path) -> None:
+    async def scenario() -> None:
+        server = make_server(model_path)
+        try:
+            await server.set_global_steps(3)
+            out = await server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="r1")
+            assert 1 <= len(out.token_ids) <= 8
+            assert out.log_probs is not None and len(out.log_probs) == len(out.token_ids)
+            assert all(lp <= 0 for lp in out.log_probs)
+            assert out.stop_reason == "completed"
+            assert out.extra_fields["global_steps"] == 3
+            capped = await server.generate(prompt_ids=PROMPT, sampling_params={**GREEDY, "max_tokens": 2}, request_id="r2")
+            assert len(capped.token_ids) <= 2
+            with pytest.raises(ValueError, match="max_model_len=64"):
+                await server.generate(prompt_ids=list(range(64)), sampling_params=dict(GREEDY), request_id="r3")
+        finally:
+            await server.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_weight_update_changes_generation_and_sets_global_steps(model_path: Path) -> None:
+    async def scenario() -> None:
+        server = make_server(model_path)
+        try:
+            before = await server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="a")
+            digest = await server.weights_digest()
+            torch.manual_seed(0)
+            new = [(n, torch.randn_like(t)) for n, t in server.model.state_dict().items()]
+            assert await server.update_weights(new, global_steps=7) == len(new)
+            after = await server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="b")
+            assert await server.weights_digest() != digest
+            assert after.extra_fields["global_steps"] == 7
+            assert after.log_probs != before.log_probs
+        finally:
+            await server.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_frozen_server_refuses_weight_updates_and_keeps_its_weights(model_path: Path) -> None:
+    async def scenario() -> None:
+        server = make_server(model_path, frozen=True)
+        try:
+            digest = await server.weights_digest()
+            new = [(n, torch.zeros_like(t)) for n, t in server.model.state_dict().items()]
+            with pytest.raises(RuntimeError, match="frozen"):
+                await server.update_weights(new, global_steps=1)
+            assert await server.weights_digest() == digest
+        finally:
+            await server.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_sampling_params_translation_rejects_what_the_server_cannot_do() -> None:
+    params = to_sampling_params({"temperature": 0.7, "top_p": 0.9, "top_k": 5, "logprobs": True, "repetition_penalty": 1.0}, 16)
+    assert (params.temperature, params.top_p, params.top_k, params.logprobs, params.max_tokens) == (0.7, 0.9, 5, True, 16)
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        to_sampling_params({"repetition_penalty": 1.2}, 16)
+
+
+def test_missing_model_folder_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        make_server(tmp_path / "nope")

@@ -1,0 +1,50 @@
+"""Run-folder reports: verl's file-logger lines become one flat record per step, and a summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from verl_parl.launch import VERL_METRICS_FILE, format_summary, read_verl_metrics, start_end, write_reports
+
+
+def write_verl_log(run_dir: Path) -> None:
+    lines = [
+        {"step": 0, "data": {"val-core/verl_parl/arithmetic/acc/mean@1": 0.0}},
+        {"step": 1, "data": {"training/global_step": 1, "actor/grad_norm": 0.5}},
+        {"step": 2, "data": {"training/global_step": 2, "actor/grad_norm": float("nan")}},
+        {"step": 2, "data": {"val-core/verl_parl/arithmetic/acc/mean@1": 0.25}},
+    ]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / VERL_METRICS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_lines_of_one_step_merge_into_one_record(tmp_path: Path) -> None:
+    write_verl_log(tmp_path)
+    records = read_verl_metrics(tmp_path / VERL_METRICS_FILE)
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert records[2]["training/global_step"] == 2
+    assert records[2]["val-core/verl_parl/arithmetic/acc/mean@1"] == 0.25
+
+
+def test_start_end_skips_non_finite_values(tmp_path: Path) -> None:
+    write_verl_log(tmp_path)
+    records = read_verl_metrics(tmp_path / VERL_METRICS_FILE)
+    assert start_end(records, "actor/grad_norm") == {"start": 0.5, "start_step": 1, "end": 0.5, "end_step": 1}
+    assert start_end(records, "missing") is None
+
+
+def test_write_reports_produces_metrics_and_summary(tmp_path: Path) -> None:
+    write_verl_log(tmp_path)
+    cfg = OmegaConf.create({"parl": {"profile": "cpu"}, "trainer": {"total_training_steps": 2}})
+    summary = write_reports(cfg, tmp_path, started=0.0, succeeded=True)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert summary["steps"] == 2
+    assert summary["metrics"]["val-core/verl_parl/arithmetic/acc/mean@1"]["end"] == 0.25
+    table = format_summary(summary)
+    assert "run finished: 2 steps" in table
+    assert "val-core/verl_parl/arithmetic/acc/mean@1" in table
