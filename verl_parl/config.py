@@ -140,9 +140,13 @@ def check_profile(cfg: DictConfig) -> list[str]:
         attn in ("sdpa", "eager"),
         f"actor_rollout_ref.model.override_config.attn_implementation: {attn!r} needs CUDA; use sdpa on CPU",
     )
-    _check(errors, cfg.trainer.device == "cpu", f"trainer.device: {cfg.trainer.device!r} must be 'cpu' on the CPU profile")
+    _check(
+        errors, cfg.trainer.device == "cpu", f"trainer.device: {cfg.trainer.device!r} must be 'cpu' on the CPU profile"
+    )
     name = arr.rollout.name
-    _check(errors, name == "hf", f"actor_rollout_ref.rollout.name: {name!r} needs a GPU; the CPU profile serves with 'hf'")
+    _check(
+        errors, name == "hf", f"actor_rollout_ref.rollout.name: {name!r} needs a GPU; the CPU profile serves with 'hf'"
+    )
     for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
         value = arr.rollout.get(key, 1)
         _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 with the hf rollout backend")
@@ -166,7 +170,11 @@ def check_batch_sizes(cfg: DictConfig) -> list[str]:
     for key, value in (("data.train_batch_size", train), ("actor_rollout_ref.rollout.n", n)):
         _check(errors, _is_int(value) and value > 0, f"{key}: must be a positive int, got {value!r}")
     mini = actor.ppo_mini_batch_size
-    _check(errors, _is_int(mini) and mini > 0, f"actor_rollout_ref.actor.ppo_mini_batch_size: must be a positive int, got {mini!r}")
+    _check(
+        errors,
+        _is_int(mini) and mini > 0,
+        f"actor_rollout_ref.actor.ppo_mini_batch_size: must be a positive int, got {mini!r}",
+    )
     if errors:
         return errors
     _check(
@@ -177,11 +185,11 @@ def check_batch_sizes(cfg: DictConfig) -> list[str]:
     _check(
         errors,
         (mini * n) % world == 0,
-        f"actor_rollout_ref.actor.ppo_mini_batch_size: {mini} x rollout.n={n} samples cannot be split over {world} ranks",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size: {mini} x rollout.n={n} samples "
+        f"cannot be split over {world} ranks",
     )
     micro = actor.get("ppo_micro_batch_size_per_gpu")
     if micro is not None and not actor.get("use_dynamic_bsz", False):
-        per_rank = mini * n // world if (mini * n) % world == 0 else None
         _check(
             errors,
             _is_int(micro) and micro > 0,
@@ -194,7 +202,9 @@ def check_paths(cfg: DictConfig) -> list[str]:
     """Model and data files must exist locally (the CPU profile can never download)."""
     errors: list[str] = []
     model_path = cfg.actor_rollout_ref.model.path
-    local_looking = model_path is not None and (str(model_path).startswith(("/", ".", "~")) or cfg.parl.profile == "cpu")
+    local_looking = model_path is not None and (
+        str(model_path).startswith(("/", ".", "~")) or cfg.parl.profile == "cpu"
+    )
     if local_looking and not Path(str(model_path)).expanduser().is_dir():
         errors.append(
             f"actor_rollout_ref.model.path: {model_path!r} is not a local model folder "
@@ -218,7 +228,9 @@ def check_rollout_backend(cfg: DictConfig) -> list[str]:
     known = list(RolloutReplicaRegistry._registry)
     if name in known:
         return []
-    return [f"actor_rollout_ref.rollout.name: unknown rollout backend {name!r}{did_you_mean(name, known)}; known: {known}"]
+    return [
+        f"actor_rollout_ref.rollout.name: unknown rollout backend {name!r}{did_you_mean(name, known)}; known: {known}"
+    ]
 
 
 def check_verl(cfg: DictConfig) -> list[str]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,8 @@ SUMMARY_METRICS = (
 
 def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     """Resolve the config (building cached assets), load plugins and validate; raise ConfigError."""
-    from verl_parl import plugins, verl_plugin
+    from verl_parl import assets, plugins, verl_plugin
     from verl_parl.registry import PluginError
-
-    from verl_parl import assets
 
     errors: list[str] = []
     try:
@@ -42,7 +40,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     try:
         with assets.building(parl_ok):
             OmegaConf.resolve(cfg)
-    except Exception as exc:  # noqa: BLE001 - a failed asset build or interpolation is a config error
+    except Exception as exc:
         raise ConfigError([*errors, f"config resolution: {type(exc).__name__}: {exc}"]) from exc
     errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
     import verl  # noqa: F401 - runs verl's plugin loading (our CPU backend) in this process
@@ -78,7 +76,13 @@ def ray_init_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     env_vars = runtime_env.setdefault("env_vars", {})
     env_vars["TRANSFER_QUEUE_ENABLE"] = "1"
     env_vars["VERL_FILE_LOGGER_PATH"] = str(run_dir / VERL_METRICS_FILE)
-    for key in ("VERL_PLATFORM", "VERL_PARL_BLOCK_PLUGINS", "VERL_PARL_TRACE_HOOKS", "HF_HUB_OFFLINE", "VERL_PARL_CACHE"):
+    for key in (
+        "VERL_PLATFORM",
+        "VERL_PARL_BLOCK_PLUGINS",
+        "VERL_PARL_TRACE_HOOKS",
+        "HF_HUB_OFFLINE",
+        "VERL_PARL_CACHE",
+    ):
         if os.environ.get(key) is not None:
             env_vars[key] = os.environ[key]
     user = OmegaConf.to_container(cfg.ray_kwargs.get("ray_init", {}), resolve=True) or {}

@@ -17,7 +17,9 @@ GREEDY = {"temperature": 0.0, "logprobs": True}
 
 @pytest.fixture(scope="module")
 def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    spec = TinyModelSpec(vocab_size=512, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    spec = TinyModelSpec(
+        vocab_size=512, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64
+    )
     return build_tiny_model(spec, cache_dir=tmp_path_factory.mktemp("models"), progress=False)
 
 
@@ -36,7 +38,9 @@ def test_generate_follows_verls_token_output_contract(model_path: Path) -> None:
             assert all(lp <= 0 for lp in out.log_probs)
             assert out.stop_reason == "completed"
             assert out.extra_fields["global_steps"] == 3
-            capped = await server.generate(prompt_ids=PROMPT, sampling_params={**GREEDY, "max_tokens": 2}, request_id="r2")
+            capped = await server.generate(
+                prompt_ids=PROMPT, sampling_params={**GREEDY, "max_tokens": 2}, request_id="r2"
+            )
             assert len(capped.token_ids) <= 2
             with pytest.raises(ValueError, match="max_model_len=64"):
                 await server.generate(prompt_ids=list(range(64)), sampling_params=dict(GREEDY), request_id="r3")
@@ -81,8 +85,16 @@ def test_frozen_server_refuses_weight_updates_and_keeps_its_weights(model_path: 
 
 
 def test_sampling_params_translation_rejects_what_the_server_cannot_do() -> None:
-    params = to_sampling_params({"temperature": 0.7, "top_p": 0.9, "top_k": 5, "logprobs": True, "repetition_penalty": 1.0}, 16)
-    assert (params.temperature, params.top_p, params.top_k, params.logprobs, params.max_tokens) == (0.7, 0.9, 5, True, 16)
+    params = to_sampling_params(
+        {"temperature": 0.7, "top_p": 0.9, "top_k": 5, "logprobs": True, "repetition_penalty": 1.0}, 16
+    )
+    assert (params.temperature, params.top_p, params.top_k, params.logprobs, params.max_tokens) == (
+        0.7,
+        0.9,
+        5,
+        True,
+        16,
+    )
     with pytest.raises(ValueError, match="repetition_penalty"):
         to_sampling_params({"repetition_penalty": 1.2}, 16)
 

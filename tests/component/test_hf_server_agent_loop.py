@@ -27,7 +27,9 @@ class DirectClient:
         self.server = server
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kwargs: Any) -> Any:
-        return await self.server.generate(prompt_ids=prompt_ids, sampling_params=dict(sampling_params), request_id=request_id)
+        return await self.server.generate(
+            prompt_ids=prompt_ids, sampling_params=dict(sampling_params), request_id=request_id
+        )
 
 
 @pytest.fixture(scope="module")

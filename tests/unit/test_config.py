@@ -75,7 +75,9 @@ def test_batch_sizes_must_divide() -> None:
     assert check_batch_sizes(trainer_cfg()) == []
     errors = check_batch_sizes(trainer_cfg(data={"train_batch_size": 6}))
     assert errors == ["actor_rollout_ref.actor.ppo_mini_batch_size: 4 does not divide data.train_batch_size=6"]
-    odd = check_batch_sizes(trainer_cfg(actor_rollout_ref={"actor": {"ppo_mini_batch_size": 1}}, data={"train_batch_size": 1}))
+    odd = check_batch_sizes(
+        trainer_cfg(actor_rollout_ref={"actor": {"ppo_mini_batch_size": 1}}, data={"train_batch_size": 1})
+    )
     assert "cannot be split over 2 ranks" in odd[0]
 
 

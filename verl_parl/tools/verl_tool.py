@@ -44,7 +44,9 @@ class RegisteredTool(BaseTool):
     async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
         return instance_id or str(uuid4()), ToolResponse()
 
-    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any) -> tuple[ToolResponse, float, dict]:
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[ToolResponse, float, dict]:
         if not isinstance(parameters, dict):
             return ToolResponse(text=f"error: {self.name} takes a JSON object of arguments"), 0.0, {"ok": 0}
         try:

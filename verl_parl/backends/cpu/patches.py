@@ -101,7 +101,10 @@ def register_cpu_engines(module: ModuleType) -> None:
     """Register verl's FSDP engines (language and value model) for device ``cpu``."""
     from verl.workers.engine.base import EngineRegistry
 
-    for model_type, cls_name in (("language_model", "FSDPEngineWithLMHead"), ("value_model", "FSDPEngineWithValueHead")):
+    for model_type, cls_name in (
+        ("language_model", "FSDPEngineWithLMHead"),
+        ("value_model", "FSDPEngineWithValueHead"),
+    ):
         engine_cls = getattr(module, cls_name, None)
         if engine_cls is None:
             raise VerlCompatibilityError(f"{module.__name__}.{cls_name} is gone; revisit the CPU engine registration.")

@@ -31,6 +31,7 @@ from verl_parl.backends.cpu.engine import BatchedGenerator, SamplingParams
 
 logger = logging.getLogger(__name__)
 
+
 def server_actor_name(replica_rank: int, name_suffix: str = "") -> str:
     """The Ray actor name of a replica's server (the adapter finds its server by this name)."""
     return f"{ROLLOUT_NAME}_server_{replica_rank}{name_suffix}"
@@ -130,7 +131,8 @@ class HFInferenceServer:
         room = self.max_model_len - len(prompt_ids)
         if room < 1:
             raise ValueError(
-                f"prompt of {len(prompt_ids)} tokens leaves no room to generate within max_model_len={self.max_model_len}"
+                f"prompt of {len(prompt_ids)} tokens leaves no room to generate "
+                f"within max_model_len={self.max_model_len}"
             )
         max_tokens = params.pop("max_tokens", None) or params.pop("max_new_tokens", None) or self.default_max_tokens
         result = await self.engine.generate(prompt_ids, to_sampling_params(params, min(int(max_tokens), room)))
@@ -142,7 +144,9 @@ class HFInferenceServer:
             extra_fields={"global_steps": self.global_steps, "finish_reason": result.finish_reason},
         )
 
-    async def update_weights(self, named_tensors: list[tuple[str, torch.Tensor]], global_steps: int | None = None) -> int:
+    async def update_weights(
+        self, named_tensors: list[tuple[str, torch.Tensor]], global_steps: int | None = None
+    ) -> int:
         """Load new weights between decode steps; a frozen server refuses."""
         if self.frozen:
             raise RuntimeError(f"server for {self.model_path} is frozen and never receives weight updates")
@@ -227,7 +231,7 @@ class HFServerAdapter(BaseRollout):
 
     def __init__(self, config: Any, model_config: Any, device_mesh: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, model_config, device_mesh)
-        rank = int(os.environ.get("RANK", 0))
+        rank = int(os.environ.get("RANK", "0"))
         world = self.config.tensor_model_parallel_size * self.config.data_parallel_size
         self.replica_rank = rank // world
         self._has_server = rank % world == 0
