@@ -102,3 +102,24 @@ def test_sampling_params_translation_rejects_what_the_server_cannot_do() -> None
 def test_missing_model_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="never downloads"):
         make_server(tmp_path / "nope")
+
+
+def test_standalone_frozen_server_as_named_ray_actor(model_path: Path) -> None:
+    import ray
+
+    from verl_parl.backends.cpu.server import start_frozen_server
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        handle = start_frozen_server(str(model_path), name="frozen_test", max_model_len=64, default_max_tokens=4)
+        actor = ray.get_actor("frozen_test")  # found by name, as agent-loop workers will
+        assert actor._actor_id == handle._actor_id
+        digest = ray.get(actor.weights_digest.remote())
+        out = ray.get(actor.generate.remote(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="x"))
+        assert 1 <= len(out.token_ids) <= 4
+        zeros = [(n, torch.zeros(1)) for n in ("model.norm.weight",)]
+        with pytest.raises(ray.exceptions.RayTaskError, match="frozen"):
+            ray.get(actor.update_weights.remote(zeros))
+        assert ray.get(actor.weights_digest.remote()) == digest
+    finally:
+        ray.shutdown()

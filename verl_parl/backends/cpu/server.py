@@ -277,7 +277,11 @@ async def _aiter(items: Any) -> AsyncIterator[Any]:
 def start_frozen_server(
     model_path: str, *, name: str, max_model_len: int, default_max_tokens: int, max_batch_size: int = 64
 ) -> Any:
-    """Start a named, frozen HF server actor from a checkpoint folder (weights never updated)."""
+    """Start a named, frozen HF server actor from a checkpoint folder (weights never updated).
+
+    Other processes find it with ``ray.get_actor(name)``. The actor lives as long as the returned
+    handle: keep it (the owner of the frozen group does) and drop it to stop the server.
+    """
     actor = (
         ray.remote(HFInferenceServer)
         .options(name=name, max_concurrency=1000, num_cpus=0)
