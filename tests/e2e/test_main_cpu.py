@@ -102,3 +102,33 @@ def test_main_two_fsdp_ranks_with_reference_kl(tmp_path: Path) -> None:
     )
     train = assert_trained(result, tmp_path / "run")
     assert all(math.isfinite(r["actor/kl_loss"]) for r in train)
+
+
+def test_sigterm_mid_run_tears_down_ray_and_every_worker(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    import psutil
+
+    log = tmp_path / "out.log"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, env=environ, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 600
+        while "Started a local Ray instance" not in log.read_text() and proc.poll() is None:
+            assert time.monotonic() < deadline, "Ray never started"
+            time.sleep(1)
+        time.sleep(5)  # let the trainer's workers spawn
+        started = psutil.Process(proc.pid).children(recursive=True)
+        assert len(started) >= 3  # Ray's GCS, raylet and workers
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=180) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _, alive = psutil.wait_procs(started, timeout=60)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["succeeded"] is False

@@ -1,0 +1,29 @@
+"""House rules that CI enforces: ruff over the repository, mypy --strict over the plugin API."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN_API = ["verl_parl/plugin.py", "verl_parl/hookspecs.py", "verl_parl/registry.py", "verl_parl/plugins.py"]
+
+
+def run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is installed by the test extra")
+def test_ruff_finds_nothing() -> None:
+    result = run("ruff", "check", "verl_parl", "tests", "benchmarks")
+    assert result.returncode == 0, result.stdout[-4000:]
+
+
+def test_plugin_api_is_mypy_strict_clean() -> None:
+    pytest.importorskip("mypy")
+    result = run(sys.executable, "-m", "mypy", *PLUGIN_API)
+    assert result.returncode == 0, result.stdout[-4000:]
