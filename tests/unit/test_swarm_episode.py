@@ -1,0 +1,277 @@
+"""The orchestrator's rules and critical-step accounting, with a scripted subagent server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps, parallelism, serial_fraction, total_steps
+from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
+from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
+from verl_parl.swarm.subagent import SubagentLimits
+from verl_parl.tools.base import ToolError
+
+LOOKUP_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "look a key up",
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+    },
+}
+
+
+class Lookup:
+    schema = LOOKUP_SCHEMA
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        if arguments["key"] == "boom":
+            raise ToolError("backend down")
+        return f"value-of-{arguments['key']}"
+
+
+class ScriptedSubagentServer:
+    """Behaves like a subagent model: ``calls`` lookups (one per turn), then a final answer."""
+
+    def __init__(self, tokenizer: Any, calls: int = 2, delay_s: float = 0.01) -> None:
+        self.tokenizer, self.calls, self.delay_s = tokenizer, calls, delay_s
+        self.in_flight = self.max_in_flight = self.requests = 0
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+            prompt = self.tokenizer.decode(prompt_ids)
+            done = prompt.count("<tool_response>")
+            if done < self.calls:
+                text = '<tool_call>\n{"name": "lookup", "arguments": {"key": "k%d"}}\n</tool_call>' % done
+            else:
+                text = f"final answer after {done} lookups"
+            return self.tokenizer.encode(text, add_special_tokens=False)
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from transformers import AutoTokenizer
+
+    path = build_tiny_model(TinyModelSpec(vocab_size=1024), cache_dir=tmp_path_factory.mktemp("m"), progress=False)
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def episode(tokenizer: Any, server: Any, **limits: Any) -> SwarmEpisode:
+    sub = limits.pop("subagent", SubagentLimits(max_steps=6, timeout_s=10))
+    return SwarmEpisode(
+        backend=server,
+        tokenizer=tokenizer,
+        limits=SwarmLimits(subagent=sub, **limits),
+        subagent_tools={"lookup": Lookup()},
+    )
+
+
+def create(name: str = "worker") -> ToolCall:
+    return ToolCall("create_subagent", {"name": name, "system_prompt": "You look things up."})
+
+
+def assign(task: str, agent: str = "worker") -> ToolCall:
+    return ToolCall("assign_task", {"agent": agent, "prompt": task})
+
+
+def test_critical_steps_formula_on_hand_computed_stages() -> None:
+    stages = [Stage(1), Stage(1, (SubagentRecord(3, 2), SubagentRecord(5, 4), SubagentRecord(2, 0))), Stage(1)]
+    assert critical_steps(stages) == 1 + (1 + 5) + 1
+    assert total_steps(stages) == 1 + (1 + 3 + 5 + 2) + 1
+    assert parallelism(stages) == 3.0
+    assert serial_fraction(stages) == pytest.approx(8 / 13)
+    assert critical_steps([]) == 0 and parallelism([]) == 0.0
+
+
+def test_serial_and_parallel_plans_give_the_predicted_critical_steps(tokenizer: Any) -> None:
+    async def parallel() -> SwarmEpisode:
+        ep = episode(tokenizer, server := ScriptedSubagentServer(tokenizer, calls=2))
+        await ep.run_turn([create()])
+        observations = await ep.run_turn([assign("a"), assign("b"), assign("c")])
+        assert observations == ["final answer after 2 lookups"] * 3
+        assert server.max_in_flight == 3  # the three subagents really ran at the same time
+        ep.record_final_turn()
+        return ep
+
+    async def serial() -> SwarmEpisode:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=2))
+        await ep.run_turn([create()])
+        for task in "abc":
+            await ep.run_turn([assign(task)])
+        ep.record_final_turn()
+        return ep
+
+    par, ser = asyncio.run(parallel()).accounting(), asyncio.run(serial()).accounting()
+    # each subagent: 2 lookup turns + 1 answer turn = 3 steps; every orchestrator turn is 1 main step
+    assert (par.critical_steps, par.total_steps) == (1 + (1 + 3) + 1, 1 + (1 + 9) + 1)
+    assert (ser.critical_steps, ser.total_steps) == (1 + 3 * (1 + 3) + 1, 1 + 3 * (1 + 3) + 1)
+    assert ser.critical_steps / par.critical_steps == pytest.approx(14 / 6)
+    assert (par.num_assigned, par.num_finished, par.num_created) == (3, 3, 1)
+    assert par.parallelism == 3.0 and ser.parallelism == 1.0
+    assert par.stage_sub_steps == [[], [3, 3, 3], []]
+
+
+@pytest.mark.parametrize(
+    ("calls", "expected"),
+    [
+        ([assign("x", agent="ghost")], "unknown agent 'ghost'"),
+        ([ToolCall("assign_task", {"agent": "worker"})], "missing argument(s) ['prompt']"),
+        ([ToolCall("assign_task", {"agent": "worker", "prompt": "p", "mood": "x"})], "unknown argument(s) ['mood']"),
+        ([ToolCall("create_subagent", {"name": "worker", "system_prompt": "again"})], "already exists"),
+        ([ToolCall("teleport", {})], "unknown tool 'teleport'"),
+        ([CallError("error: tool call is not valid JSON")], "not valid JSON"),
+    ],
+)
+def test_malformed_calls_become_observations_and_the_episode_goes_on(
+    tokenizer: Any, calls: list[Any], expected: str
+) -> None:
+    async def scenario() -> list[str]:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer))
+        await ep.run_turn([create()])
+        observations = await ep.run_turn(calls)
+        assert (await ep.run_turn([assign("after")]))[0].startswith("final answer")  # still usable
+        return observations
+
+    assert expected in asyncio.run(scenario())[0]
+
+
+def test_assign_before_create_and_too_many_subagents(tokenizer: Any) -> None:
+    async def scenario() -> tuple[list[str], list[str], list[str]]:
+        ep = episode(
+            tokenizer, ScriptedSubagentServer(tokenizer, calls=0), max_subagents_per_turn=2, max_subagents_per_episode=3
+        )
+        early = await ep.run_turn([assign("too early")])
+        turn = await ep.run_turn([create(), assign("a"), assign("b"), assign("c")])  # create takes effect in order
+        last = await ep.run_turn([assign("d"), assign("e")])
+        return early, turn, last
+
+    early, turn, last = asyncio.run(scenario())
+    assert "call create_subagent first" in early[0]
+    assert turn[1:3] == ["final answer after 0 lookups"] * 2
+    assert "at most 2 subagents per turn" in turn[3]
+    assert last[0] == "final answer after 0 lookups"
+    assert "at most 3 subagent runs per episode" in last[1]
+
+
+def test_parse_tool_calls_handles_bad_json_unclosed_blocks_and_string_arguments() -> None:
+    text = (
+        'thinking <tool_call>{"name": "assign_task", "arguments": "{\\"agent\\": \\"w\\", \\"prompt\\": \\"p\\"}"}</tool_call>'
+        '<tool_call>{not json}</tool_call><tool_call>[1, 2]</tool_call><tool_call>{"name": "x"'
+    )
+    content, calls = parse_tool_calls(text)
+    assert content == "thinking"
+    assert calls[0] == ToolCall("assign_task", {"agent": "w", "prompt": "p"})
+    assert isinstance(calls[1], CallError) and "not valid JSON" in calls[1].message
+    assert isinstance(calls[2], CallError) and "JSON object" in calls[2].message
+    assert isinstance(calls[3], CallError) and "not closed" in calls[3].message
+    assert json.loads(json.dumps(ToolCall("a", {}).arguments)) == {}
+
+
+class RaisingServer:
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        raise ConnectionError("server went away")
+
+
+class HangingServer:
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        await asyncio.sleep(3600)
+        return []
+
+
+class GarbageServer:
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        return [10**9, -5]  # not token ids of this vocabulary
+
+
+@pytest.mark.parametrize(
+    ("server", "status", "expected"),
+    [
+        (RaisingServer(), "error", "ConnectionError: server went away"),
+        (HangingServer(), "timeout", "timed out after 0.2 s"),
+        (GarbageServer(), "error", "failed"),
+    ],
+)
+def test_failing_subagent_servers_give_failure_messages_and_leak_nothing(
+    tokenizer: Any, server: Any, status: str, expected: str
+) -> None:
+    async def scenario() -> tuple[list[str], Any, set[asyncio.Task[Any]]]:
+        ep = episode(tokenizer, server, subagent=SubagentLimits(timeout_s=0.2))
+        await ep.run_turn([create()])
+        observations = await ep.run_turn([assign("a"), assign("b")])
+        ep.record_final_turn()
+        return observations, ep, asyncio.all_tasks() - {asyncio.current_task()}
+
+    observations, ep, leftover = asyncio.run(scenario())
+    assert all(expected in o for o in observations)
+    assert {r.status for r in ep.results} == {status}
+    assert leftover == set()
+    accounting = ep.accounting()
+    assert accounting.num_assigned == 2 and accounting.num_finished == 0
+
+
+def test_tool_errors_reach_the_subagent_as_observations(tokenizer: Any) -> None:
+    class BoomServer(ScriptedSubagentServer):
+        async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+            prompt = self.tokenizer.decode(prompt_ids)
+            if "<tool_response>" not in prompt:
+                text = '<tool_call>\n{"name": "lookup", "arguments": {"key": "boom"}}\n</tool_call>'
+            else:
+                text = "saw: " + prompt.rsplit("<tool_response>", 1)[1].split("</tool_response>")[0].strip()
+            return self.tokenizer.encode(text, add_special_tokens=False)
+
+    async def scenario() -> list[str]:
+        ep = episode(tokenizer, BoomServer(tokenizer))
+        await ep.run_turn([create()])
+        return await ep.run_turn([assign("x")])
+
+    assert asyncio.run(scenario()) == ["saw: error: backend down"]
+
+
+def test_result_is_truncated_to_the_token_budget(tokenizer: Any) -> None:
+    class Verbose(ScriptedSubagentServer):
+        async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+            return self.tokenizer.encode("word " * 200, add_special_tokens=False)
+
+    async def scenario() -> str:
+        ep = episode(tokenizer, Verbose(tokenizer), subagent=SubagentLimits(max_result_tokens=10))
+        await ep.run_turn([create()])
+        return (await ep.run_turn([assign("x")]))[0]
+
+    message = asyncio.run(scenario())
+    assert message.endswith("[truncated to 10 tokens]")
+    assert len(tokenizer.encode(message.split(" …[")[0], add_special_tokens=False)) <= 10
+
+
+def test_budget_check(tokenizer: Any) -> None:
+    async def scenario() -> SwarmEpisode:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=1), critical_steps_budget=3)
+        await ep.run_turn([create()])
+        assert ep.budget_left()
+        await ep.run_turn([assign("a")])  # 1 + (1 + 2) = 4 >= 3
+        return ep
+
+    assert not asyncio.run(scenario()).budget_left()
+
+
+def test_accounting_fields_for_the_reward(tmp_path: Path, tokenizer: Any) -> None:
+    async def scenario() -> dict[str, Any]:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=1))
+        await ep.run_turn([create(), assign("a")])
+        ep.record_final_turn()
+        return ep.accounting().to_extra_fields()
+
+    fields = asyncio.run(scenario())
+    assert fields["parl_critical_steps"] == (1 + 2) + 1
+    assert fields["parl_num_finished"] == 1
+    assert fields["parl_budget_exhausted"] is False

@@ -1,0 +1,88 @@
+"""The frozen-subagent group: generation backends for subagents, selected by ``parl.subagent.mode``.
+
+Agent-loop workers find dedicated servers by name (``parl_frozen_<i>`` Ray actors), never through
+hidden globals; the first worker that needs one starts it (``get_if_exists``), loading the fixed
+checkpoint ``parl.subagent.model_path`` with ``frozen=True`` so it refuses weight updates.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+from uuid import uuid4
+
+from verl_parl.swarm.config import SubagentServing
+
+logger = logging.getLogger(__name__)
+
+FROZEN_ACTOR_PREFIX = "parl_frozen_"
+
+
+class SharedBackend:
+    """Subagents on the live policy server (ablation: these subagents are NOT frozen)."""
+
+    def __init__(self, server_manager: Any) -> None:
+        self.server_manager = server_manager
+        logger.warning("parl.subagent.mode=shared: subagents use the live policy, they are not frozen")
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        output = await self.server_manager.generate(
+            request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=sampling_params
+        )
+        return list(output.token_ids)
+
+
+class ActorBackend:
+    """Round-robin over named frozen server actors (``HFInferenceServer`` or any server with ``generate``)."""
+
+    def __init__(self, handles: list[Any]) -> None:
+        self.handles = handles
+        self._next = itertools.cycle(range(len(handles)))
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        handle = self.handles[next(self._next)]
+        output = await handle.generate.remote(
+            prompt_ids=prompt_ids, sampling_params=sampling_params, request_id=uuid4().hex
+        )
+        return list(output.token_ids)
+
+
+def dedicated_handles(serving: SubagentServing, default_max_tokens: int = 256) -> list[Any]:
+    """Get, or start, the named frozen server actors of the dedicated group."""
+    import ray
+
+    from verl_parl.backends.cpu.server import HFInferenceServer
+
+    if not serving.model_path:
+        raise ValueError("parl.subagent.model_path is required with mode=dedicated")
+    server_cls = ray.remote(HFInferenceServer)
+    return [
+        server_cls.options(
+            name=f"{FROZEN_ACTOR_PREFIX}{i}", get_if_exists=True, num_cpus=0, max_concurrency=1000
+        ).remote(
+            serving.model_path,
+            max_model_len=serving.max_model_len,
+            default_max_tokens=default_max_tokens,
+            frozen=True,
+        )
+        for i in range(serving.instances)
+    ]
+
+
+_BACKENDS: dict[tuple[Any, ...], Any] = {}
+
+
+def get_backend(serving: SubagentServing, server_manager: Any) -> Any:
+    """The generation backend for ``serving`` (one per process and setting)."""
+    if serving.mode == "shared":
+        return SharedBackend(server_manager)
+    key = (serving.mode, serving.model_path, serving.instances, serving.base_url, serving.model)
+    if key not in _BACKENDS:
+        if serving.mode == "dedicated":
+            _BACKENDS[key] = ActorBackend(dedicated_handles(serving))
+        else:
+            from verl_parl.frozen.external import OpenAIBackend
+
+            _BACKENDS[key] = OpenAIBackend(serving.base_url or "", serving.model or "")
+    return _BACKENDS[key]

@@ -1,0 +1,1 @@
+"""The parallel-agent rollout worker: orchestrator loop, subagent loop, critical-steps accounting."""

@@ -1,0 +1,78 @@
+"""``parl.swarm`` and ``parl.subagent``: limits of the orchestrator loop and where subagents run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_parl.swarm.episode import SwarmLimits
+from verl_parl.swarm.subagent import SubagentLimits
+from verl_parl.tools.base import Tool
+
+SUBAGENT_MODES = ("dedicated", "external", "shared")
+
+
+@dataclass(frozen=True)
+class SubagentServing:
+    """Where frozen subagents generate.
+
+    ``dedicated``: ``instances`` frozen servers loaded from ``model_path`` (named Ray actors
+    ``parl_frozen_<i>``, never weight-synced); ``external``: an OpenAI-compatible endpoint
+    (``base_url``, ``model``); ``shared``: the live policy server (an ablation: NOT frozen).
+    """
+
+    mode: str = "dedicated"
+    model_path: str | None = None
+    instances: int = 1
+    max_model_len: int = 2048
+    base_url: str | None = None
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in SUBAGENT_MODES:
+            raise ValueError(f"parl.subagent.mode: {self.mode!r} is not one of {SUBAGENT_MODES}")
+        if self.mode == "external" and not (self.base_url and self.model):
+            raise ValueError("parl.subagent.base_url and parl.subagent.model are required with mode=external")
+        if self.instances < 1:
+            raise ValueError("parl.subagent.instances: must be at least 1")
+
+
+@dataclass(frozen=True)
+class SwarmSettings:
+    limits: SwarmLimits = field(default_factory=SwarmLimits)
+    subagent: SubagentServing = field(default_factory=SubagentServing)
+    subagent_tools: tuple[str, ...] = ()
+    direct_tools: tuple[str, ...] = ()
+
+    def build_tools(self, names: tuple[str, ...]) -> dict[str, Tool]:
+        from verl_parl.tools.verl_tool import build_tool
+
+        tools = {name: build_tool(name) for name in names}
+        return {tool.schema["function"]["name"]: tool for tool in tools.values()}
+
+
+def _section(config: DictConfig, key: str) -> dict[str, Any]:
+    node = OmegaConf.select(config, key, default=None)
+    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    assert isinstance(raw, dict)
+    raw.pop("_target_", None)
+    return raw
+
+
+def swarm_settings(config: DictConfig) -> SwarmSettings:
+    """Settings from the trainer config's ``parl.swarm`` / ``parl.subagent`` (defaults when absent)."""
+    swarm = _section(config, "parl.swarm")
+    sub_limits = SubagentLimits(**swarm.pop("subagent_limits", {}))
+    subagent_tools = tuple(swarm.pop("subagent_tools", ()))
+    direct_tools = tuple(swarm.pop("direct_tools", ()))
+    serving = _section(config, "parl.subagent")
+    if serving.get("model_path") is None:
+        serving["model_path"] = OmegaConf.select(config, "actor_rollout_ref.model.path")
+    return SwarmSettings(
+        limits=SwarmLimits(**swarm, subagent=sub_limits),
+        subagent=SubagentServing(**serving),
+        subagent_tools=subagent_tools,
+        direct_tools=direct_tools,
+    )

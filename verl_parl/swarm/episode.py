@@ -1,0 +1,155 @@
+"""One orchestrator episode's state: subagents created, stages run, limits enforced.
+
+Separate from verl's agent-loop plumbing so the rules can be tested with a scripted server:
+``create_subagent`` calls take effect in call order; all ``assign_task`` calls (and direct tool
+calls) of one turn start together and run concurrently; every rule violation is an error
+observation for the model, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
+from verl_parl.swarm.calls import (
+    ASSIGN_TASK,
+    CREATE_SUBAGENT,
+    ORCHESTRATOR_TOOL_SCHEMAS,
+    CallError,
+    ToolCall,
+    check_arguments,
+)
+from verl_parl.swarm.subagent import GenerateBackend, SubagentLimits, SubagentResult, run_subagent
+from verl_parl.tools.base import Tool, ToolError
+
+
+@dataclass(frozen=True)
+class SwarmLimits:
+    """Episode limits (``parl.swarm`` config). ``critical_steps_budget`` None means unlimited."""
+
+    max_subagents_per_turn: int = 8
+    max_subagents_per_episode: int = 32
+    max_orchestrator_steps: int = 8
+    critical_steps_budget: int | None = None
+    subagent: SubagentLimits = field(default_factory=SubagentLimits)
+
+
+@dataclass
+class SwarmEpisode:
+    backend: GenerateBackend
+    tokenizer: Any
+    limits: SwarmLimits
+    subagent_tools: dict[str, Tool] = field(default_factory=dict)
+    direct_tools: dict[str, Tool] = field(default_factory=dict)
+    sampling_params: dict[str, Any] = field(default_factory=dict)
+    agents: dict[str, str] = field(default_factory=dict)
+    stages: list[Stage] = field(default_factory=list)
+    results: list[SubagentResult] = field(default_factory=list)
+    budget_exhausted: bool = False
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return [*ORCHESTRATOR_TOOL_SCHEMAS, *(t.schema for t in self.direct_tools.values())]
+
+    @property
+    def num_assigned(self) -> int:
+        return sum(len(s.subagents) for s in self.stages)
+
+    def budget_left(self) -> bool:
+        budget = self.limits.critical_steps_budget
+        return budget is None or critical_steps(self.stages) < budget
+
+    def record_final_turn(self) -> None:
+        """The orchestrator's answer turn is a stage of its own (one main step)."""
+        self.stages.append(Stage(main_steps=1))
+
+    def accounting(self) -> EpisodeAccounting:
+        return account(self.stages, num_created=len(self.agents), budget_exhausted=self.budget_exhausted)
+
+    async def run_turn(self, calls: list[ToolCall | CallError]) -> list[str]:
+        """Execute one turn's calls; returns one observation per call, in call order."""
+        observations: list[str | None] = [None] * len(calls)
+        pending: dict[int, Awaitable[str | SubagentResult]] = {}
+        assigned_this_turn = 0
+        for index, call in enumerate(calls):
+            if isinstance(call, CallError):
+                observations[index] = call.message
+            elif call.name == CREATE_SUBAGENT:
+                observations[index] = self._create(call)
+            elif call.name == ASSIGN_TASK:
+                problem = self._check_assign(call, assigned_this_turn)
+                if problem:
+                    observations[index] = problem
+                else:
+                    assigned_this_turn += 1
+                    pending[index] = self._assign(call)
+            elif call.name in self.direct_tools:
+                pending[index] = self._direct(call)
+            else:
+                known = sorted([CREATE_SUBAGENT, ASSIGN_TASK, *self.direct_tools])
+                observations[index] = f"error: unknown tool {call.name!r}; available: {known}"
+        done = dict(zip(pending, await asyncio.gather(*pending.values()), strict=True))
+        records = []
+        for index, outcome in done.items():
+            if isinstance(outcome, SubagentResult):
+                self.results.append(outcome)
+                records.append(SubagentRecord(outcome.steps, outcome.tool_calls, outcome.returned))
+                observations[index] = outcome.message
+            else:
+                observations[index] = outcome
+        self.stages.append(Stage(main_steps=1, subagents=tuple(records)))
+        return [obs or "" for obs in observations]
+
+    def _create(self, call: ToolCall) -> str:
+        problem = check_arguments(call, ORCHESTRATOR_TOOL_SCHEMAS[0])
+        if problem:
+            return problem
+        name = call.arguments["name"].strip()
+        if not name:
+            return "error: create_subagent: name must not be empty"
+        if name in self.agents:
+            return f"error: create_subagent: a subagent named {name!r} already exists"
+        if len(self.agents) >= self.limits.max_subagents_per_episode:
+            return f"error: create_subagent: at most {self.limits.max_subagents_per_episode} subagents per episode"
+        self.agents[name] = call.arguments["system_prompt"]
+        return f"created subagent {name!r}"
+
+    def _check_assign(self, call: ToolCall, assigned_this_turn: int) -> str | None:
+        problem = check_arguments(call, ORCHESTRATOR_TOOL_SCHEMAS[1])
+        if problem:
+            return problem
+        agent = call.arguments["agent"]
+        if agent not in self.agents:
+            known = sorted(self.agents) or "none yet; call create_subagent first"
+            return f"error: assign_task: unknown agent {agent!r} (created: {known})"
+        if assigned_this_turn >= self.limits.max_subagents_per_turn:
+            return f"error: assign_task: at most {self.limits.max_subagents_per_turn} subagents per turn"
+        if self.num_assigned + assigned_this_turn >= self.limits.max_subagents_per_episode:
+            return f"error: assign_task: at most {self.limits.max_subagents_per_episode} subagent runs per episode"
+        return None
+
+    async def _assign(self, call: ToolCall) -> SubagentResult:
+        agent = call.arguments["agent"]
+        return await run_subagent(
+            self.backend,
+            self.tokenizer,
+            name=agent,
+            system_prompt=self.agents[agent],
+            task=call.arguments["prompt"],
+            tools=self.subagent_tools,
+            limits=self.limits.subagent,
+            sampling_params=self.sampling_params,
+        )
+
+    async def _direct(self, call: ToolCall) -> str:
+        tool = self.direct_tools[call.name]
+        problem = check_arguments(call, tool.schema)
+        if problem:
+            return problem
+        try:
+            return await tool.run(call.arguments)
+        except ToolError as exc:
+            return f"error: {exc}"

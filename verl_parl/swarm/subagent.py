@@ -1,0 +1,153 @@
+"""The subagent loop: its own context, a multi-turn tool loop on the frozen server, one final message.
+
+A subagent that errors, exceeds its step budget or times out returns a clear failure message; it
+never raises into the orchestrator's episode. Its tokens never leave this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from verl_parl.swarm.calls import CallError, ToolCall, check_arguments, parse_tool_calls
+from verl_parl.tools.base import Tool, ToolError
+
+
+class GenerateBackend(Protocol):
+    """Where a subagent generates: token ids in, token ids (or already decoded text) out."""
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int] | str: ...
+
+
+@dataclass(frozen=True)
+class SubagentLimits:
+    """Per-subagent limits (``parl.swarm`` config)."""
+
+    max_steps: int = 6
+    max_result_tokens: int = 128
+    max_new_tokens: int = 128
+    timeout_s: float = 120.0
+
+
+@dataclass
+class SubagentResult:
+    """One subagent run; ``message`` is the single message the orchestrator receives."""
+
+    name: str
+    message: str
+    status: str  # "ok" | "step_budget" | "timeout" | "error"
+    steps: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def returned(self) -> bool:
+        return self.status == "ok"
+
+
+def _render(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> list[int]:
+    ids = tokenizer.apply_chat_template(messages, tools=schemas or None, add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return list(ids)
+
+
+def truncate_tokens(tokenizer: Any, text: str, budget: int) -> str:
+    """``text`` cut to at most ``budget`` tokens, marked when cut."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) <= budget:
+        return text
+    return tokenizer.decode(ids[:budget]) + f" …[truncated to {budget} tokens]"
+
+
+async def _run_tool(tools: dict[str, Tool], call: ToolCall | CallError) -> str:
+    if isinstance(call, CallError):
+        return call.message
+    tool = tools.get(call.name)
+    if tool is None:
+        return f"error: unknown tool {call.name!r}; available: {sorted(tools)}"
+    problem = check_arguments(call, tool.schema)
+    if problem:
+        return problem
+    try:
+        return await tool.run(call.arguments)
+    except ToolError as exc:
+        return f"error: {exc}"
+
+
+def assistant_message(content: str, calls: list[ToolCall | CallError]) -> dict[str, Any]:
+    tool_calls = [
+        {"type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+        for c in calls
+        if isinstance(c, ToolCall)
+    ]
+    return {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
+
+
+async def _loop(
+    result: SubagentResult,
+    backend: GenerateBackend,
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: dict[str, Tool],
+    limits: SubagentLimits,
+    sampling_params: dict[str, Any],
+) -> None:
+    schemas = [t.schema for t in tools.values()]
+    params = {**sampling_params, "max_tokens": limits.max_new_tokens}
+    while result.steps < limits.max_steps:
+        generated = await backend.generate(_render(tokenizer, messages, schemas), dict(params))
+        result.steps += 1
+        text = generated if isinstance(generated, str) else tokenizer.decode(generated, skip_special_tokens=True)
+        n_tokens = (
+            len(tokenizer.encode(text, add_special_tokens=False)) if isinstance(generated, str) else len(generated)
+        )
+        result.tokens += n_tokens
+        content, calls = parse_tool_calls(text)
+        result.trace.append({"step": result.steps, "tool_calls": len(calls), "tokens": n_tokens})
+        if not calls:
+            result.message, result.status = content or text.strip(), "ok"
+            return
+        result.tool_calls += len(calls)
+        observations = await asyncio.gather(*(_run_tool(tools, call) for call in calls))
+        messages.append(assistant_message(content, calls))
+        messages.extend({"role": "tool", "content": obs} for obs in observations)
+    result.status = "step_budget"
+    result.message = (
+        f"subagent {result.name!r} stopped: step budget of {limits.max_steps} exhausted before a final answer"
+    )
+
+
+async def run_subagent(
+    backend: GenerateBackend,
+    tokenizer: Any,
+    *,
+    name: str,
+    system_prompt: str,
+    task: str,
+    tools: dict[str, Tool],
+    limits: SubagentLimits,
+    sampling_params: dict[str, Any],
+) -> SubagentResult:
+    """Run one subagent to its final message; every failure becomes a failure message."""
+    result = SubagentResult(name=name, message="", status="error")
+    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": task}]
+    started = time.monotonic()
+    try:
+        await asyncio.wait_for(
+            _loop(result, backend, tokenizer, messages, tools, limits, sampling_params), limits.timeout_s
+        )
+    except TimeoutError:
+        result.status = "timeout"
+        result.message = f"subagent {name!r} failed: timed out after {limits.timeout_s:g} s"
+    except Exception as exc:  # noqa: BLE001 - a crashed subagent is an observation, not a crashed episode
+        result.status = "error"
+        result.message = f"subagent {name!r} failed: {type(exc).__name__}: {exc}"
+    result.seconds = time.monotonic() - started
+    result.message = truncate_tokens(tokenizer, result.message, limits.max_result_tokens)
+    return result
