@@ -51,7 +51,8 @@ class ScriptedSubagentServer:
             prompt = self.tokenizer.decode(prompt_ids)
             done = prompt.count("<tool_response>")
             if done < self.calls:
-                text = '<tool_call>\n{"name": "lookup", "arguments": {"key": "k%d"}}\n</tool_call>' % done
+                call = {"name": "lookup", "arguments": {"key": f"k{done}"}}
+                text = f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
             else:
                 text = f"final answer after {done} lookups"
             return self.tokenizer.encode(text, add_special_tokens=False)
@@ -166,7 +167,8 @@ def test_assign_before_create_and_too_many_subagents(tokenizer: Any) -> None:
 
 def test_parse_tool_calls_handles_bad_json_unclosed_blocks_and_string_arguments() -> None:
     text = (
-        'thinking <tool_call>{"name": "assign_task", "arguments": "{\\"agent\\": \\"w\\", \\"prompt\\": \\"p\\"}"}</tool_call>'
+        'thinking <tool_call>{"name": "assign_task", '
+        '"arguments": "{\\"agent\\": \\"w\\", \\"prompt\\": \\"p\\"}"}</tool_call>'
         '<tool_call>{not json}</tool_call><tool_call>[1, 2]</tool_call><tool_call>{"name": "x"'
     )
     content, calls = parse_tool_calls(text)

@@ -89,7 +89,7 @@ def assistant_message(content: str, calls: list[ToolCall | CallError]) -> dict[s
     return {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
 
 
-async def _loop(
+async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-only API
     result: SubagentResult,
     backend: GenerateBackend,
     tokenizer: Any,
