@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -21,11 +22,23 @@ class VerlPluginError(RuntimeError):
     """verl-parl's verl plugin failed to load in this process."""
 
 
+AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
+AGENT_LOOPS = {"parl_swarm": "verl_parl.swarm.orchestrator.ParlSwarmAgentLoop"}
+
+
+def _register_agent_loops(module: Any) -> None:
+    """Our agent loops in verl's agent-loop registry (by import path: the classes load lazily)."""
+    for name, target in AGENT_LOOPS.items():
+        module._agent_loop_registry.setdefault(name, {"_target_": target})
+
+
 def _load() -> None:
     from verl_parl.backends import cpu
+    from verl_parl.imports import when_imported
 
     if cpu.cpu_selected():
         cpu.activate()
+    when_imported(AGENT_LOOP_MODULE, _register_agent_loops)
 
 
 def ensure_loaded() -> None:

@@ -12,6 +12,7 @@ import torch.distributed
 import verl
 
 from verl_parl.backends.cpu import patches
+from verl_parl.imports import when_imported
 from verl_parl.backends.cpu.platform import PlatformCPU, cpu_device_module
 
 
@@ -93,9 +94,9 @@ def test_when_imported_runs_callbacks_after_a_fresh_import(monkeypatch: pytest.M
     (tmp_path / "vp_late_module.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     seen: list[int] = []
-    patches.when_imported("vp_late_module", lambda module: seen.append(module.VALUE))
+    when_imported("vp_late_module", lambda module: seen.append(module.VALUE))
     assert seen == []
     importlib.import_module("vp_late_module")
     assert seen == [1]
-    patches.when_imported("vp_late_module", lambda module: seen.append(module.VALUE + 1))
+    when_imported("vp_late_module", lambda module: seen.append(module.VALUE + 1))
     assert seen == [1, 2]  # already imported: runs at once

@@ -13,15 +13,14 @@ expensive to import; they run when that module is first imported (see :func:`whe
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
+import importlib
 import inspect
-import sys
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import torch.distributed
+
+from verl_parl.imports import when_imported
 
 TRANSFORMER_IMPL = "verl.workers.engine.fsdp.transformer_impl"
 DISTRIBUTED = "verl.utils.distributed"
@@ -112,54 +111,6 @@ def register_cpu_engines(module: ModuleType) -> None:
         if all("cpu" in registered.get(backend, {}) for backend in ("fsdp", "fsdp2")):
             continue
         EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(engine_cls)
-
-
-class _AfterImportLoader(importlib.abc.Loader):
-    def __init__(self, loader: importlib.abc.Loader, callbacks: list[Callable[[ModuleType], None]]) -> None:
-        self._loader = loader
-        self._callbacks = callbacks
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        for callback in self._callbacks:
-            callback(module)
-
-
-class _AfterImportFinder(importlib.abc.MetaPathFinder):
-    """Runs callbacks right after a named module's code has executed."""
-
-    def __init__(self) -> None:
-        self.callbacks: dict[str, list[Callable[[ModuleType], None]]] = {}
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        callbacks = self.callbacks.pop(fullname, None)
-        if callbacks is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self:
-                continue
-            spec = finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
-            if spec is not None and spec.loader is not None:
-                spec.loader = _AfterImportLoader(spec.loader, callbacks)
-                return spec
-        return None
-
-
-_FINDER = _AfterImportFinder()
-
-
-def when_imported(module_name: str, callback: Callable[[ModuleType], None]) -> None:
-    """Call ``callback(module)`` once ``module_name`` is imported (now, if it already is)."""
-    module = sys.modules.get(module_name)
-    if module is not None:
-        callback(module)
-        return
-    if _FINDER not in sys.meta_path:
-        sys.meta_path.insert(0, _FINDER)
-    _FINDER.callbacks.setdefault(module_name, []).append(callback)
 
 
 def apply_all() -> None:

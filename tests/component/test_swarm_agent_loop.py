@@ -1,0 +1,112 @@
+"""Component: the ``parl_swarm`` verl agent loop with a scripted policy (no Ray, no trainer).
+
+Checks the training contract: only the orchestrator's own tokens carry mask 1; subagent results
+come back as tool responses with mask 0; accounting lands in ``extra_fields``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DirectClient, make_loop
+from omegaconf import DictConfig, OmegaConf, open_dict
+from verl.workers.rollout.replica import TokenOutput
+
+SUBAGENT_PROMPT = "You look things up."
+TASK = [{"role": "user", "content": "Find the capitals of France and Peru."}]
+
+
+def call(tool: str, **arguments: str) -> str:
+    return f"<tool_call>\n{json.dumps({'name': tool, 'arguments': arguments})}\n</tool_call>"
+
+
+class ScriptedPolicy:
+    """Orchestrator: one turn creating a subagent and assigning two tasks, then an answer.
+    Subagents (recognised by their system prompt) answer at once."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.orchestrator_outputs: list[list[int]] = []
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict, request_id: str) -> TokenOutput:
+        prompt = self.tokenizer.decode(prompt_ids)
+        is_subagent = prompt.startswith(f"<|im_start|>system\n{SUBAGENT_PROMPT}")
+        if is_subagent:
+            text = "sub answer: " + prompt.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
+        elif "<tool_response>" not in prompt:
+            text = (
+                call("create_subagent", name="geo", system_prompt=SUBAGENT_PROMPT)
+                + call("assign_task", agent="geo", prompt="capital of France")
+                + call("assign_task", agent="geo", prompt="capital of Peru")
+            )
+        else:
+            text = "Paris and Lima."
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        if not is_subagent:
+            self.orchestrator_outputs.append(ids)
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), extra_fields={"global_steps": 1})
+
+
+def swarm_config(cfg: DictConfig, **swarm: Any) -> DictConfig:
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.parl.swarm = OmegaConf.create(swarm)
+        cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
+        cfg.actor_rollout_ref.rollout.response_length = 1024  # room for the whole episode
+    return cfg
+
+
+def run_episode(cfg: DictConfig, model_path: Path) -> tuple[Any, ScriptedPolicy]:
+    from verl.utils import hf_tokenizer
+
+    from verl_parl.swarm.orchestrator import ParlSwarmAgentLoop
+
+    policy = ScriptedPolicy(hf_tokenizer(str(model_path)))
+
+    async def episode() -> Any:
+        loop = make_loop(ParlSwarmAgentLoop, cfg, policy, model_path)  # verl binds the running event loop
+        assert isinstance(loop.server_manager, DirectClient)
+        return await loop.run({"temperature": 1.0, "logprobs": True}, raw_prompt=TASK)
+
+    return asyncio.run(episode()), policy
+
+
+def test_only_orchestrator_tokens_are_trainable(trainer_config: DictConfig, model_path: Path) -> None:
+    output, policy = run_episode(swarm_config(trainer_config), model_path)
+    trained = [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == 1]
+    assert trained == [t for ids in policy.orchestrator_outputs for t in ids]
+    assert len(policy.orchestrator_outputs) == 2
+    observed = policy.tokenizer.decode(
+        [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == 0]
+    )
+    assert "sub answer: capital of France" in observed and "sub answer: capital of Peru" in observed
+    assert output.response_logprobs is not None and len(output.response_logprobs) == len(output.response_ids)
+    extra = output.extra_fields
+    assert (extra["parl_num_created"], extra["parl_num_assigned"], extra["parl_num_finished"]) == (1, 2, 0)
+    assert extra["parl_critical_steps"] == (1 + 1) + 1  # the two one-step subagents overlapped
+    assert extra["parl_total_steps"] == (1 + 2) + 1
+    assert extra["parl_budget_exhausted"] is False
+
+
+def test_budget_forces_a_final_answer_turn(trainer_config: DictConfig, model_path: Path) -> None:
+    output, policy = run_episode(swarm_config(trainer_config, critical_steps_budget=1), model_path)
+    assert output.extra_fields["parl_budget_exhausted"] is True
+    observed = policy.tokenizer.decode(
+        [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == 0]
+    )
+    assert "critical-step budget is exhausted" in observed
+
+
+@pytest.mark.parametrize("mode", ["external"])
+def test_bad_subagent_settings_are_clear_errors(trainer_config: DictConfig, mode: str) -> None:
+    from verl_parl.swarm.config import swarm_settings
+
+    cfg = swarm_config(trainer_config)
+    with open_dict(cfg):
+        cfg.parl.subagent.mode = mode
+    with pytest.raises(ValueError, match=r"parl.subagent.base_url and parl.subagent.model are required"):
+        swarm_settings(cfg)
