@@ -51,6 +51,10 @@ class ScriptedPolicy:
         return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), extra_fields={"global_steps": 1})
 
 
+def masked(output: Any, mask: int) -> list[int]:
+    return [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == mask]
+
+
 def swarm_config(cfg: DictConfig, **swarm: Any) -> DictConfig:
     cfg = cfg.copy()
     with open_dict(cfg):
@@ -77,7 +81,7 @@ def run_episode(cfg: DictConfig, model_path: Path) -> tuple[Any, ScriptedPolicy]
 
 def test_only_orchestrator_tokens_are_trainable(trainer_config: DictConfig, model_path: Path) -> None:
     output, policy = run_episode(swarm_config(trainer_config), model_path)
-    trained = [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == 1]
+    trained = masked(output, 1)
     assert trained == [t for ids in policy.orchestrator_outputs for t in ids]
     assert len(policy.orchestrator_outputs) == 2
     observed = policy.tokenizer.decode(
