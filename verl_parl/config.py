@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 EMBEDDED_TASKS = ("arithmetic",)
+EMBEDDED_AGENT_LOOPS = ("tool_agent", "parl_swarm")
 PROFILES = ("cpu", "gpu")
 
 
@@ -37,6 +38,7 @@ class EmbeddedTaskConfig:
     """``parl.embedded``: the built-in task the default run trains on."""
 
     task: str = "arithmetic"
+    agent_loop: str = "tool_agent"
     n_train: int = 64
     n_val: int = 16
     seed: int = 0
@@ -44,6 +46,11 @@ class EmbeddedTaskConfig:
     def __post_init__(self) -> None:
         errors: list[str] = []
         _check(errors, self.task in EMBEDDED_TASKS, f"parl.embedded.task: {self.task!r} is not one of {EMBEDDED_TASKS}")
+        _check(
+            errors,
+            self.agent_loop in EMBEDDED_AGENT_LOOPS,
+            f"parl.embedded.agent_loop: {self.agent_loop!r} is not one of {EMBEDDED_AGENT_LOOPS}",
+        )
         _check(errors, _is_int(self.n_train) and self.n_train > 0, "parl.embedded.n_train: must be a positive int")
         _check(errors, _is_int(self.n_val) and self.n_val > 0, "parl.embedded.n_val: must be a positive int")
         _check(errors, _is_int(self.seed), "parl.embedded.seed: must be an int")
@@ -60,6 +67,8 @@ class ParlConfig:
     profile: str = "gpu"
     shutdown_timeout_s: float = 30.0
     embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
+    swarm: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.swarm.config.parse_swarm
+    subagent: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         errors: list[str] = []
@@ -96,6 +105,12 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     except ConfigError as exc:
         errors.extend(exc.errors)
         embedded_cfg = EmbeddedTaskConfig()
+    try:
+        from verl_parl.swarm.config import parse_swarm
+
+        parse_swarm(raw.get("swarm") or {}, raw.get("subagent") or {}, default_model_path=None)
+    except ConfigError as exc:
+        errors.extend(exc.errors)
     try:
         parl = ParlConfig(**raw, embedded=embedded_cfg)
     except ConfigError as exc:

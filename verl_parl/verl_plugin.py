@@ -32,6 +32,14 @@ def _register_agent_loops(module: Any) -> None:
         module._agent_loop_registry.setdefault(name, {"_target_": target})
 
 
+TRAINER_MODULE = "verl.trainer.ppo.v1"
+
+
+def _register_trainer(_module: Any) -> None:
+    """``trainer.v1.trainer_mode=parl_sync`` (importing the module registers it)."""
+    import verl_parl.trainer  # noqa: F401
+
+
 def _load() -> None:
     from verl_parl.backends import cpu
     from verl_parl.imports import when_imported
@@ -39,6 +47,7 @@ def _load() -> None:
     if cpu.cpu_selected():
         cpu.activate()
     when_imported(AGENT_LOOP_MODULE, _register_agent_loops)
+    when_imported(TRAINER_MODULE, _register_trainer)
 
 
 def ensure_loaded() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -61,18 +61,36 @@ def _section(config: DictConfig, key: str) -> dict[str, Any]:
     return raw
 
 
+def parse_swarm(swarm: dict[str, Any], serving: dict[str, Any], default_model_path: str | None) -> SwarmSettings:
+    """``parl.swarm`` and ``parl.subagent`` dicts -> settings; every problem in one ConfigError."""
+    from verl_parl.config import ConfigError, did_you_mean
+
+    swarm, serving = dict(swarm), dict(serving)
+    errors: list[str] = []
+    sub = swarm.pop("subagent_limits", None) or {}
+    tools = {key: tuple(swarm.pop(key, None) or ()) for key in ("subagent_tools", "direct_tools")}
+    if serving.get("model_path") is None:
+        serving["model_path"] = default_model_path
+    parts: dict[str, Any] = {}
+    for key, cls, raw in (
+        ("parl.swarm.subagent_limits", SubagentLimits, sub),
+        ("parl.swarm", SwarmLimits, swarm),
+        ("parl.subagent", SubagentServing, serving),
+    ):
+        known = [f.name for f in fields(cls) if f.name != "subagent"]
+        errors += [f"{key}.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
+        if errors:
+            continue
+        try:
+            parts[key] = cls(**raw, **({"subagent": parts["parl.swarm.subagent_limits"]} if cls is SwarmLimits else {}))
+        except (ValueError, TypeError) as exc:
+            errors.append(f"{key}: {exc}")
+    if errors:
+        raise ConfigError(errors)
+    return SwarmSettings(limits=parts["parl.swarm"], subagent=parts["parl.subagent"], **tools)
+
+
 def swarm_settings(config: DictConfig) -> SwarmSettings:
     """Settings from the trainer config's ``parl.swarm`` / ``parl.subagent`` (defaults when absent)."""
-    swarm = _section(config, "parl.swarm")
-    sub_limits = SubagentLimits(**swarm.pop("subagent_limits", {}))
-    subagent_tools = tuple(swarm.pop("subagent_tools", ()))
-    direct_tools = tuple(swarm.pop("direct_tools", ()))
-    serving = _section(config, "parl.subagent")
-    if serving.get("model_path") is None:
-        serving["model_path"] = OmegaConf.select(config, "actor_rollout_ref.model.path")
-    return SwarmSettings(
-        limits=SwarmLimits(**swarm, subagent=sub_limits),
-        subagent=SubagentServing(**serving),
-        subagent_tools=subagent_tools,
-        direct_tools=direct_tools,
-    )
+    default_model = OmegaConf.select(config, "actor_rollout_ref.model.path")
+    return parse_swarm(_section(config, "parl.swarm"), _section(config, "parl.subagent"), default_model)

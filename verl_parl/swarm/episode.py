@@ -36,6 +36,13 @@ class SwarmLimits:
     critical_steps_budget: int | None = None
     subagent: SubagentLimits = field(default_factory=SubagentLimits)
 
+    def __post_init__(self) -> None:
+        for name in ("max_subagents_per_turn", "max_subagents_per_episode", "max_orchestrator_steps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.critical_steps_budget is not None and self.critical_steps_budget < 1:
+            raise ValueError(f"critical_steps_budget must be positive or null, got {self.critical_steps_budget!r}")
+
 
 @dataclass
 class SwarmEpisode:

@@ -31,6 +31,11 @@ class SubagentLimits:
     max_new_tokens: int = 128
     timeout_s: float = 120.0
 
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "max_result_tokens", "max_new_tokens", "timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+
 
 @dataclass
 class SubagentResult:

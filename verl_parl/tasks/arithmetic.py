@@ -23,6 +23,11 @@ from verl_parl.tools.base import ToolError
 
 DATA_SOURCE = "verl_parl/arithmetic"
 SYSTEM_PROMPT = "You are a careful assistant. Use the calculator tool for arithmetic, then give the final number."
+SWARM_SYSTEM_PROMPT = (
+    "You are an orchestrator. Create subagents that can use a calculator, assign them the arithmetic, "
+    "then give the final number."
+)
+SYSTEM_PROMPTS = {"tool_agent": SYSTEM_PROMPT, "parl_swarm": SWARM_SYSTEM_PROMPT}
 TOOL_SCHEMA: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -48,19 +53,21 @@ def make_question(rng: random.Random) -> tuple[str, str]:
     return f"What is {a} {symbol} {b}?", str(_OPS[symbol](a, b))
 
 
-def make_row(question: str, answer: str, index: int, split: str) -> dict[str, Any]:
-    """A verl RL dataset row (chat prompt, rule reward, ``agent_name`` selecting verl's tool agent)."""
+def make_row(question: str, answer: str, index: int, split: str, agent_loop: str = "tool_agent") -> dict[str, Any]:
+    """A verl RL dataset row (chat prompt, rule reward, ``agent_name`` selecting the agent loop)."""
     return {
         "data_source": DATA_SOURCE,
-        "agent_name": "tool_agent",
-        "prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}],
+        "agent_name": agent_loop,
+        "prompt": [{"role": "system", "content": SYSTEM_PROMPTS[agent_loop]}, {"role": "user", "content": question}],
         "ability": "arithmetic",
         "reward_model": {"style": "rule", "ground_truth": answer},
         "extra_info": {"index": index, "split": split, "question": question},
     }
 
 
-def write_dataset(directory: Path, *, n_train: int = 64, n_val: int = 16, seed: int = 0) -> dict[str, Path]:
+def write_dataset(
+    directory: Path, *, n_train: int = 64, n_val: int = 16, seed: int = 0, agent_loop: str = "tool_agent"
+) -> dict[str, Path]:
     """Write ``train.parquet`` and ``val.parquet`` (disjoint questions) into ``directory``."""
     import pandas as pd
 
@@ -72,7 +79,7 @@ def write_dataset(directory: Path, *, n_train: int = 64, n_val: int = 16, seed: 
             question, answer = make_question(rng)
             if question not in seen:
                 seen.add(question)
-                rows[split].append(make_row(question, answer, len(rows[split]), split))
+                rows[split].append(make_row(question, answer, len(rows[split]), split, agent_loop))
     directory.mkdir(parents=True, exist_ok=True)
     paths = {split: directory / f"{split}.parquet" for split in rows}
     for split, split_rows in rows.items():

@@ -1,0 +1,46 @@
+"""``trainer.v1.trainer_mode=parl_sync``: verl's sync trainer plus verl-parl's per-step metrics.
+
+Agent loops report episode fields in ``AgentLoopOutput.extra_fields`` (``parl_critical_steps``,
+``parl_num_assigned``, ...). verl stores them in TransferQueue but only reads a few of them back,
+so this thin subclass, registered in verl's trainer registry, adds one thing to the step metrics:
+the batch mean of every numeric ``parl_*`` field, logged as ``parl/<name>/mean``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+TRAINER_MODE = "parl_sync"
+FIELD_PREFIX = "parl_"
+
+
+def parl_field_means(extra_fields: list[Any]) -> dict[str, float]:
+    """Mean of each numeric ``parl_*`` field over the rows that have it: ``parl/<name>/mean``."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for row in extra_fields:
+        if not isinstance(row, dict):
+            continue
+        for key, value in row.items():
+            if key.startswith(FIELD_PREFIX) and isinstance(value, int | float) and math.isfinite(value):
+                name = key[len(FIELD_PREFIX) :]
+                sums[name] = sums.get(name, 0.0) + float(value)
+                counts[name] = counts.get(name, 0) + 1
+    return {f"parl/{name}/mean": sums[name] / counts[name] for name in sorted(sums)}
+
+
+@register_trainer(TRAINER_MODE)
+class ParlSyncTrainer(PPOTrainerSync):
+    """verl's sync trainer; only :meth:`_compute_metrics` is extended."""
+
+    def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> Any:
+        import transfer_queue as tq
+
+        result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        metrics.update(parl_field_means(data.pop("extra_fields").tolist()))
+        return result
