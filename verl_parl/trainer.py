@@ -3,7 +3,8 @@
 Agent loops report episode fields in ``AgentLoopOutput.extra_fields`` (``parl_critical_steps``,
 ``parl_num_assigned``, ...). verl stores them in TransferQueue but only reads a few of them back,
 so this thin subclass, registered in verl's trainer registry, adds one thing to the step metrics:
-the batch mean of every numeric ``parl_*`` field, logged as ``parl/<name>/mean``.
+the batch mean of every numeric ``parl_*`` field, logged as ``parl/<name>/mean``, and the frozen
+group's proof of frozenness (``parl/frozen/weights_changed``, see :func:`frozen_group_metrics`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from verl_parl.frozen import frozen_group_metrics
 
 TRAINER_MODE = "parl_sync"
 FIELD_PREFIX = "parl_"
@@ -37,10 +40,15 @@ def parl_field_means(extra_fields: list[Any]) -> dict[str, float]:
 class ParlSyncTrainer(PPOTrainerSync):
     """verl's sync trainer; only :meth:`_compute_metrics` is extended."""
 
+    _frozen_digests: dict[str, str] | None = None
+
     def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> Any:
         import transfer_queue as tq
 
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
         metrics.update(parl_field_means(data.pop("extra_fields").tolist()))
+        if self._frozen_digests is None:
+            self._frozen_digests = {}
+        metrics.update(frozen_group_metrics(self._frozen_digests))
         return result

@@ -86,3 +86,22 @@ def get_backend(serving: SubagentServing, server_manager: Any) -> Any:
 
             _BACKENDS[key] = OpenAIBackend(serving.base_url or "", serving.model or "")
     return _BACKENDS[key]
+
+
+def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
+    """Per-step proof that the dedicated group stayed frozen.
+
+    ``parl/frozen/instances``: live ``parl_frozen_*`` servers; ``parl/frozen/weights_changed``: how
+    many of them now hold weights different from the first digest seen (``first_digests`` is
+    updated in place and must persist across steps). Both 0 when no dedicated group runs.
+    """
+    import ray
+
+    names = sorted(
+        a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(FROZEN_ACTOR_PREFIX)
+    )
+    digests = ray.get([ray.get_actor(name).weights_digest.remote() for name in names])
+    changed = 0
+    for name, digest in zip(names, digests, strict=True):
+        changed += first_digests.setdefault(name, digest) != digest
+    return {"parl/frozen/instances": float(len(names)), "parl/frozen/weights_changed": float(changed)}

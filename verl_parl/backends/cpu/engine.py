@@ -11,10 +11,11 @@ Design
   futures with ``loop.call_soon_threadsafe``.
 * Continuous (iteration-level) batching: between two decode steps the worker (1) applies queued commands (weight
   updates, aborts, cancellations), (2) prefills the newly arrived requests together (left-padded, with an attention
-  mask and explicit per-row ``position_ids``), samples their first token and merges their KV cache into the running
-  batch by left-padding along the sequence axis, (3) runs one decode step for the whole batch. Finished rows leave
-  the batch (the cache is sliced on the batch axis, and leading columns that are padding for every remaining row are
-  trimmed).
+  mask and explicit per-row ``position_ids``; split into a few forwards of similar prompt lengths when padding
+  would exceed half of the prefill or ``max_prefill_tokens``), samples their first token and merges their KV cache
+  into the running batch by left-padding along the sequence axis, (3) runs one decode step for the whole batch.
+  Finished rows leave the batch (the cache is sliced on the batch axis, and leading columns that are padding for
+  every remaining row are trimmed).
 * The KV cache is a transformers ``DynamicCache`` whose layers are ``DynamicLayer`` objects holding
   ``layer.keys`` / ``layer.values`` tensors of shape ``[batch, kv_heads, seq, head_dim]`` (transformers 5.x API);
   merging and trimming replace those tensors. The layers are a ``DynamicLayer`` subclass that appends in place
@@ -300,6 +301,8 @@ class BatchedGenerator:
             one-request-at-a-time baseline through the same code path.
         max_model_len: most tokens (prompt + generated) per request; a request reaching it finishes with
             ``"length"``.
+        max_prefill_tokens: most padded prompt tokens per prefill forward; newcomers are prefilled in groups of
+            similar prompt lengths (at most half padding), each group merged into the running batch.
         seed: seed of the engine's generator used by sampled requests that carry no seed of their own.
     """
 
@@ -310,6 +313,7 @@ class BatchedGenerator:
         eos_token_ids: Sequence[int],
         max_batch_size: int = 64,
         max_model_len: int = 4096,
+        max_prefill_tokens: int = 8192,
         seed: int | None = None,
     ) -> None:
         if max_batch_size < 1:
@@ -320,6 +324,7 @@ class BatchedGenerator:
         self.eos_token_ids = tuple(int(t) for t in eos_token_ids)
         self.max_batch_size = max_batch_size
         self.max_model_len = max_model_len
+        self.max_prefill_tokens = max_prefill_tokens
         self._vocab_size = int(model.get_input_embeddings().weight.shape[0])
         self._params = dict(model.state_dict(keep_vars=True))  # names a weight update may target (tied aliases too)
         self._logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -471,7 +476,7 @@ class BatchedGenerator:
                 self._abort_everything(newcomers)
             elif command.kind == "cancel":
                 self._drop(command.payload)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - handed to the caller awaiting the command
             _deliver(command.loop, command.future, error=exc)
         else:
             _deliver(command.loop, command.future, result)
@@ -521,16 +526,17 @@ class BatchedGenerator:
 
     def _admit(self, newcomers: list[_Request]) -> None:
         """Prefills the newcomers together, samples their first token and merges them into the running batch."""
-        batch, logits = self._prefill(newcomers)
-        self._stats.prefill_steps += 1
-        self._sample_and_record(batch, logits)
-        if not len(batch):
-            return
-        if self._batch is None:
-            self._batch = batch
-        else:
-            self._batch.merge(batch)
-            self._batch.refresh(self._row_generators)
+        for group in _prefill_groups(newcomers, self.max_prefill_tokens):
+            batch, logits = self._prefill(group)
+            self._stats.prefill_steps += 1
+            self._sample_and_record(batch, logits)
+            if not len(batch):
+                continue
+            if self._batch is None:
+                self._batch = batch
+            else:
+                self._batch.merge(batch)
+                self._batch.refresh(self._row_generators)
 
     def _prefill(self, requests: list[_Request]) -> tuple[_Batch, torch.Tensor]:
         """One forward over the left-padded prompts; returns their batch and the logits of their last position."""
@@ -669,6 +675,25 @@ class BatchedGenerator:
             return
         result = GenerationResult(tokens, logprobs if request.params.logprobs else None, reason)
         _deliver(request.loop, request.future, result)
+
+
+def _prefill_groups(requests: list[_Request], max_tokens: int) -> list[list[_Request]]:
+    """Splits the newcomers into prefill forwards of similar prompt lengths.
+
+    A group (longest prompt first) grows while its padded size stays within ``max_tokens`` and at most half of it
+    is padding; a single prompt longer than ``max_tokens`` is a group of its own.
+    """
+    groups: list[list[_Request]] = []
+    group: list[_Request] = []
+    real = 0
+    for request in sorted(requests, key=lambda r: len(r.prompt), reverse=True):
+        padded = (len(group) + 1) * (len(group[0].prompt) if group else 0)
+        if group and (padded > max_tokens or padded > 2 * (real + len(request.prompt))):
+            groups.append(group)
+            group, real = [], 0
+        group.append(request)
+        real += len(request.prompt)
+    return [*groups, group] if group else groups
 
 
 def _inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:

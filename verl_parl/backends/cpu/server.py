@@ -49,7 +49,7 @@ def to_sampling_params(params: dict[str, Any], max_tokens: int) -> SamplingParam
         top_p=float(params.get("top_p", 1.0)),
         top_k=int(params.get("top_k", -1) if params.get("top_k") is not None else -1),
         stop_token_ids=tuple(int(t) for t in stop),
-        logprobs=bool(params.get("logprobs", False)),
+        logprobs=params.get("logprobs") not in (None, False),  # vLLM-style 0 means "the sampled token's"
         seed=params.get("seed"),
     )
 
