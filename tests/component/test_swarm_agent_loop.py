@@ -80,7 +80,7 @@ def run_episode(cfg: DictConfig, model_path: Path) -> tuple[Any, ScriptedPolicy]
 
 
 def test_only_orchestrator_tokens_are_trainable(trainer_config: DictConfig, model_path: Path) -> None:
-    output, policy = run_episode(swarm_config(trainer_config), model_path)
+    output, policy = run_episode(swarm_config(trainer_config, trace_fraction=1.0), model_path)
     trained = masked(output, 1)
     assert trained == [t for ids in policy.orchestrator_outputs for t in ids]
     assert len(policy.orchestrator_outputs) == 2
@@ -94,6 +94,12 @@ def test_only_orchestrator_tokens_are_trainable(trainer_config: DictConfig, mode
     assert extra["parl_critical_steps"] == (1 + 1) + 1  # the two one-step subagents overlapped
     assert extra["parl_total_steps"] == (1 + 2) + 1
     assert extra["parl_budget_exhausted"] is False
+    trace = json.loads((Path(trainer_config.parl.output_dir) / "traces" / "swarm.jsonl").read_text().splitlines()[-1])
+    assert [t["turn"] for t in trace["orchestrator"]] == [1, 2]
+    calls = trace["stages"][0]["calls"]
+    assert [c["tool"] for c in calls] == ["create_subagent", "assign_task", "assign_task"]
+    assert calls[1]["subagent"]["status"] == "ok" and calls[1]["subagent"]["steps"] == 1
+    assert trace["accounting"]["parl_critical_steps"] == 3
 
 
 def test_budget_forces_a_final_answer_turn(trainer_config: DictConfig, model_path: Path) -> None:

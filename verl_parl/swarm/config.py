@@ -45,6 +45,7 @@ class SwarmSettings:
     subagent: SubagentServing = field(default_factory=SubagentServing)
     subagent_tools: tuple[str, ...] = ()
     direct_tools: tuple[str, ...] = ()
+    trace_fraction: float = 0.0
 
     def build_tools(self, names: tuple[str, ...]) -> dict[str, Tool]:
         from verl_parl.tools.verl_tool import build_tool
@@ -69,6 +70,9 @@ def parse_swarm(swarm: dict[str, Any], serving: dict[str, Any], default_model_pa
     errors: list[str] = []
     sub = swarm.pop("subagent_limits", None) or {}
     tools = {key: tuple(swarm.pop(key, None) or ()) for key in ("subagent_tools", "direct_tools")}
+    trace_fraction = float(swarm.pop("trace_fraction", 0.0))
+    if not 0.0 <= trace_fraction <= 1.0:
+        errors.append(f"parl.swarm.trace_fraction: {trace_fraction} is not in [0, 1]")
     if serving.get("model_path") is None:
         serving["model_path"] = default_model_path
     parts: dict[str, Any] = {}
@@ -87,7 +91,9 @@ def parse_swarm(swarm: dict[str, Any], serving: dict[str, Any], default_model_pa
             errors.append(f"{key}: {exc}")
     if errors:
         raise ConfigError(errors)
-    return SwarmSettings(limits=parts["parl.swarm"], subagent=parts["parl.subagent"], **tools)
+    return SwarmSettings(
+        limits=parts["parl.swarm"], subagent=parts["parl.subagent"], trace_fraction=trace_fraction, **tools
+    )
 
 
 def swarm_settings(config: DictConfig) -> SwarmSettings:

@@ -9,6 +9,7 @@ observation for the model, never an exception.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,7 @@ class SwarmEpisode:
     stages: list[Stage] = field(default_factory=list)
     results: list[SubagentResult] = field(default_factory=list)
     budget_exhausted: bool = False
+    log: list[dict[str, Any]] = field(default_factory=list)  # per stage: calls, observations, timing
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -98,6 +100,7 @@ class SwarmEpisode:
             else:
                 known = sorted([CREATE_SUBAGENT, ASSIGN_TASK, *self.direct_tools])
                 observations[index] = f"error: unknown tool {call.name!r}; available: {known}"
+        started = time.monotonic()
         done = dict(zip(pending, await asyncio.gather(*pending.values()), strict=True))
         records = []
         for index, outcome in done.items():
@@ -108,7 +111,26 @@ class SwarmEpisode:
             else:
                 observations[index] = outcome
         self.stages.append(Stage(main_steps=1, subagents=tuple(records)))
-        return [obs or "" for obs in observations]
+        final = [obs or "" for obs in observations]
+        self._log_stage(calls, final, done, time.monotonic() - started)
+        return final
+
+    def _log_stage(
+        self, calls: list[ToolCall | CallError], observations: list[str], done: dict, seconds: float
+    ) -> None:
+        entries = []
+        for index, (call, observation) in enumerate(zip(calls, observations, strict=True)):
+            entry: dict[str, Any] = {"observation": observation[:500]}
+            if isinstance(call, ToolCall):
+                entry.update(tool=call.name, arguments={k: str(v)[:500] for k, v in call.arguments.items()})
+            outcome = done.get(index)
+            if isinstance(outcome, SubagentResult):
+                entry["subagent"] = {
+                    key: getattr(outcome, key)
+                    for key in ("name", "status", "steps", "tool_calls", "tokens", "seconds", "trace")
+                }
+            entries.append(entry)
+        self.log.append({"stage": len(self.stages), "seconds": round(seconds, 4), "calls": entries})
 
     def _create(self, call: ToolCall) -> str:
         problem = check_arguments(call, ORCHESTRATOR_TOOL_SCHEMAS[0])

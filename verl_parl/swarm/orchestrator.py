@@ -14,12 +14,14 @@ from __future__ import annotations
 from typing import Any
 from uuid import uuid4
 
+from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
 from verl_parl.swarm.calls import parse_tool_calls
 from verl_parl.swarm.config import swarm_settings
 from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.subagent import assistant_message
+from verl_parl.swarm.traces import append_record, should_trace
 
 AGENT_NAME = "parl_swarm"
 BUDGET_MESSAGE = "The critical-step budget is exhausted. Give your final answer now, without tool calls."
@@ -59,7 +61,23 @@ class ParlSwarmAgentLoop(AgentLoopBase):
             if self._full(state):
                 break
         episode.record_final_turn()
-        return self._output(state, episode)
+        output = self._output(state, episode)
+        self._maybe_trace(state, episode, kwargs)
+        return output
+
+    def _maybe_trace(self, state: _TokenState, episode: SwarmEpisode, kwargs: dict[str, Any]) -> None:
+        run_dir = OmegaConf.select(self.config, "parl.output_dir")
+        if not run_dir or not should_trace(self.settings.trace_fraction):
+            return
+        record = {
+            "request_id": state.request_id,
+            "task": kwargs["raw_prompt"][-1].get("content") if kwargs.get("raw_prompt") else None,
+            "orchestrator": state.turn_log,
+            "stages": episode.log,
+            "accounting": episode.accounting().to_extra_fields(),
+            "global_steps": state.extra_fields.get("global_steps"),
+        }
+        append_record(run_dir, record)
 
     async def _generate(self, state: _TokenState, sampling_params: dict[str, Any]) -> list[Any]:
         output = await self.server_manager.generate(
@@ -76,7 +94,9 @@ class ParlSwarmAgentLoop(AgentLoopBase):
         state.prompt_ids = merged.token_ids
         state.response_logprobs = logprobs or []
         state.turns += 1
-        content, calls = parse_tool_calls(self.tokenizer.decode(output.token_ids, skip_special_tokens=True))
+        text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        content, calls = parse_tool_calls(text)
+        state.turn_log.append({"turn": state.turns, "tokens": len(output.token_ids), "text": text[:2000]})
         state.messages.append(assistant_message(content, calls))
         return calls
 
@@ -125,3 +145,4 @@ class _TokenState:
         self.response_logprobs: list[float] = []
         self.extra_fields: dict[str, Any] = {}
         self.turns = 0
+        self.turn_log: list[dict[str, Any]] = []
