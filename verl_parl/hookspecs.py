@@ -104,3 +104,53 @@ def verl_parl_validate_config(config: DictConfig) -> list[str]:  # type: ignore[
     registration order, and all their messages are concatenated and reported together. Returning
     anything but a list of strings raises ``PluginError`` naming the plugin.
     """
+
+
+# -------------------------------------------------------------------------------------------------
+# Swarm: called by the ``parl_swarm`` agent loop (``verl_parl.swarm``) in the agent-loop workers.
+# -------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def verl_parl_swarm_tools(role: str) -> list[str]:  # type: ignore[empty-body]  # spec only
+    """Add registered tools to the orchestrator or to every subagent of the swarm.
+
+    Receives ``role``: which side of the swarm the tools are for. Orchestrator tools are called
+    directly by the trained policy, next to ``create_subagent`` and ``assign_task``; subagent tools
+    are given to every subagent.
+
+    Returns a list of registered tool names (see ``verl_parl_register_tools``), possibly empty.
+
+    Calling rule: collected from every implementing plugin by ``verl_parl.plugins.swarm_tool_names``
+    when an agent-loop worker builds its swarm settings; the names are added, without duplicates, to
+    ``parl.swarm.direct_tools`` / ``parl.swarm.subagent_tools``. An unknown name is an error.
+    """
+
+
+@hookspec
+def verl_parl_subagent_start(name: str, task: str) -> None:
+    """A subagent is about to run.
+
+    Receives ``name`` (given to ``create_subagent``) and ``task`` (the ``assign_task`` prompt).
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per ``assign_task`` run, in the agent-loop worker, before the
+    subagent's first generation; subagents of one turn start concurrently, so calls interleave.
+    An exception propagates into the episode: keep implementations cheap and safe.
+    """
+
+
+@hookspec
+def verl_parl_subagent_finish(name: str, task: str, status: str, steps: int, message: str) -> None:
+    """A subagent has finished, successfully or not.
+
+    Receives ``name`` and ``task`` as in ``verl_parl_subagent_start``, ``status`` (``"ok"``,
+    ``"step_budget"``, ``"timeout"`` or ``"error"``), ``steps`` (its generations) and ``message``
+    (the single message the orchestrator receives).
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called exactly once for every ``verl_parl_subagent_start``, after the run, with
+    the final status; failures of the subagent itself never skip it.
+    """

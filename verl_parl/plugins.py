@@ -56,6 +56,7 @@ __all__ = [
     "get_registries",
     "main",
     "reset_plugin_manager",
+    "swarm_tool_names",
     "validate_config",
 ]
 
@@ -265,6 +266,14 @@ class _ProcessCache:
 
 
 _CACHE = _ProcessCache()
+
+
+def swarm_tool_names(pm: pluggy.PluginManager, role: str) -> list[str]:
+    """Tool names plugins add for ``role`` ("orchestrator" or "subagent"), in plugin order, deduplicated."""
+    names: list[str] = []
+    for result in reversed(pm.hook.verl_parl_swarm_tools(role=role)):
+        names.extend(name for name in result if name not in names)
+    return names
 
 
 def get_plugin_manager() -> pluggy.PluginManager:

@@ -12,8 +12,8 @@ import torch.distributed
 import verl
 
 from verl_parl.backends.cpu import patches
-from verl_parl.imports import when_imported
 from verl_parl.backends.cpu.platform import PlatformCPU, cpu_device_module
+from verl_parl.imports import when_imported
 
 
 def test_verl_is_the_pinned_version() -> None:

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from verl_parl import hookspecs
 from verl_parl.plugin import hookimpl
-from verl_parl.plugins import collect_registries, create_plugin_manager, validate_config
+from verl_parl.plugins import collect_registries, create_plugin_manager, swarm_tool_names, validate_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS = REPO_ROOT / "docs" / "plugins.md"
@@ -37,6 +37,9 @@ def test_the_hook_set_is_the_documented_one() -> None:
         "verl_parl_register_rewards",
         "verl_parl_register_scorers",
         "verl_parl_register_tools",
+        "verl_parl_subagent_finish",
+        "verl_parl_subagent_start",
+        "verl_parl_swarm_tools",
         "verl_parl_validate_config",
     ]
 
@@ -82,12 +85,17 @@ def recording_plugin(called: list[str]) -> types.ModuleType:
     return plugin
 
 
+# called by a running swarm episode; tests/unit/test_swarm_episode.py checks those calls
+SWARM_RUNTIME_HOOKS = {"verl_parl_subagent_start", "verl_parl_subagent_finish"}
+
+
 def test_every_hook_is_called_by_the_host() -> None:
-    """``collect_registries`` and ``validate_config`` between them call every hook."""
+    """``collect_registries``, ``validate_config`` and ``swarm_tool_names`` call every other hook."""
     called: list[str] = []
     pm = create_plugin_manager(load_entry_points=False, extra_plugins=[recording_plugin(called)])
 
     collect_registries(pm)
     validate_config(pm, OmegaConf.create({}))
+    swarm_tool_names(pm, "subagent")
 
-    assert sorted(called) == sorted(HOOKSPECS)
+    assert sorted(called) == sorted(set(HOOKSPECS) - SWARM_RUNTIME_HOOKS)

@@ -464,4 +464,4 @@ def test_process_cache_builds_once_and_reset_rebuilds(site: Path, monkeypatch: p
     reset_plugin_manager()
     assert get_plugin_manager() is not pm
     assert get_registries() is not registries
-    assert get_registries().tools.names() == ["echo"]
+    assert "echo" in get_registries().tools.names()  # rebuilt: the echo plugin registered again

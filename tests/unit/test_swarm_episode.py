@@ -277,3 +277,42 @@ def test_accounting_fields_for_the_reward(tmp_path: Path, tokenizer: Any) -> Non
     assert fields["parl_critical_steps"] == (1 + 2) + 1
     assert fields["parl_num_finished"] == 1
     assert fields["parl_budget_exhausted"] is False
+
+
+def test_subagent_hooks_and_swarm_tool_names_reach_plugins(tokenizer: Any) -> None:
+    from verl_parl.plugin import hookimpl
+    from verl_parl.plugins import create_plugin_manager, swarm_tool_names
+
+    events: list[tuple[str, ...]] = []
+
+    class Recorder:
+        @hookimpl
+        def verl_parl_subagent_start(self, name: str, task: str) -> None:
+            events.append(("start", name, task))
+
+        @hookimpl
+        def verl_parl_subagent_finish(self, name: str, task: str, status: str, steps: int, message: str) -> None:
+            events.append(("finish", name, task, status, str(steps)))
+
+        @hookimpl
+        def verl_parl_swarm_tools(self, role: str) -> list[str]:
+            return ["calculator"] if role == "subagent" else []
+
+    pm = create_plugin_manager(load_entry_points=False, extra_plugins=[Recorder()])
+    assert swarm_tool_names(pm, "subagent") == ["calculator"]
+    assert swarm_tool_names(pm, "orchestrator") == []
+
+    async def scenario() -> None:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=1))
+        ep.hooks = pm.hook
+        await ep.run_turn([create(), assign("a")])
+        ep.backend = RaisingServer()
+        await ep.run_turn([assign("b")])
+
+    asyncio.run(scenario())
+    assert events == [
+        ("start", "worker", "a"),
+        ("finish", "worker", "a", "ok", "2"),
+        ("start", "worker", "b"),
+        ("finish", "worker", "b", "error", "0"),
+    ]

@@ -58,6 +58,7 @@ class SwarmEpisode:
     results: list[SubagentResult] = field(default_factory=list)
     budget_exhausted: bool = False
     log: list[dict[str, Any]] = field(default_factory=list)  # per stage: calls, observations, timing
+    hooks: Any = None  # pluggy hook relay: verl_parl_subagent_start / _finish
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -161,17 +162,24 @@ class SwarmEpisode:
         return None
 
     async def _assign(self, call: ToolCall) -> SubagentResult:
-        agent = call.arguments["agent"]
-        return await run_subagent(
+        agent, task = call.arguments["agent"], call.arguments["prompt"]
+        if self.hooks is not None:
+            self.hooks.verl_parl_subagent_start(name=agent, task=task)
+        result = await run_subagent(
             self.backend,
             self.tokenizer,
             name=agent,
             system_prompt=self.agents[agent],
-            task=call.arguments["prompt"],
+            task=task,
             tools=self.subagent_tools,
             limits=self.limits.subagent,
             sampling_params=self.sampling_params,
         )
+        if self.hooks is not None:
+            self.hooks.verl_parl_subagent_finish(
+                name=agent, task=task, status=result.status, steps=result.steps, message=result.message
+            )
+        return result
 
     async def _direct(self, call: ToolCall) -> str:
         tool = self.direct_tools[call.name]

@@ -17,6 +17,7 @@ from uuid import uuid4
 from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
+from verl_parl.plugins import get_plugin_manager, swarm_tool_names
 from verl_parl.swarm.calls import parse_tool_calls
 from verl_parl.swarm.config import swarm_settings
 from verl_parl.swarm.episode import SwarmEpisode
@@ -34,6 +35,10 @@ class ParlSwarmAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         self.settings = swarm_settings(self.config)
         self.response_length = self.rollout_config.response_length
+        pm = get_plugin_manager()
+        self.hooks = pm.hook
+        self.subagent_tool_names = _merge(self.settings.subagent_tools, swarm_tool_names(pm, "subagent"))
+        self.direct_tool_names = _merge(self.settings.direct_tools, swarm_tool_names(pm, "orchestrator"))
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         from verl_parl.frozen import get_backend
@@ -42,9 +47,10 @@ class ParlSwarmAgentLoop(AgentLoopBase):
             backend=get_backend(self.settings.subagent, self.server_manager),
             tokenizer=self.tokenizer,
             limits=self.settings.limits,
-            subagent_tools=self.settings.build_tools(self.settings.subagent_tools),
-            direct_tools=self.settings.build_tools(self.settings.direct_tools),
+            subagent_tools=self.settings.build_tools(self.subagent_tool_names),
+            direct_tools=self.settings.build_tools(self.direct_tool_names),
             sampling_params={**sampling_params, "logprobs": False},
+            hooks=self.hooks,
         )
         state = _TokenState(messages=list(kwargs["raw_prompt"]), request_id=uuid4().hex)
         state.prompt_ids = await self.ct_build_initial_tokens(state.messages, tools=episode.tool_schemas)
@@ -134,6 +140,10 @@ class ParlSwarmAgentLoop(AgentLoopBase):
             metrics=metrics,
             extra_fields=extra,
         )
+
+
+def _merge(configured: tuple[str, ...], added: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*configured, *added]))
 
 
 class _TokenState:
