@@ -316,3 +316,24 @@ def test_subagent_hooks_and_swarm_tool_names_reach_plugins(tokenizer: Any) -> No
         ("start", "worker", "b"),
         ("finish", "worker", "b", "error", "0"),
     ]
+
+
+def test_incremental_subagent_prompts_equal_full_renders(tokenizer: Any) -> None:
+    from verl_parl.swarm.prompts import PromptBuilder, render_ids, segment_for
+
+    assert segment_for(tokenizer) is not None  # our template fits the probe
+    messages = [{"role": "system", "content": "You look things up."}, {"role": "user", "content": "find k"}]
+    builder = PromptBuilder(tokenizer, list(messages), [LOOKUP_SCHEMA])
+    for step, observations in enumerate([["value-of-k0"], ["v1", "v2 with\nnewline"]]):
+        call = {"name": "lookup", "arguments": {"key": f"k{step}"}}
+        text = f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+        generated = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+        assistant = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "lookup", "arguments": json.dumps(call["arguments"])}}
+            ],
+        }
+        builder.extend(generated, assistant, observations)
+        assert builder.ids == render_ids(tokenizer, builder.messages, [LOOKUP_SCHEMA])

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from verl_parl.swarm.calls import CallError, ToolCall, check_arguments, parse_tool_calls
+from verl_parl.swarm.prompts import PromptBuilder
 from verl_parl.tools.base import Tool, ToolError
 
 
@@ -53,13 +54,6 @@ class SubagentResult:
     @property
     def returned(self) -> bool:
         return self.status == "ok"
-
-
-def _render(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> list[int]:
-    ids = tokenizer.apply_chat_template(messages, tools=schemas or None, add_generation_prompt=True, tokenize=True)
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return list(ids)
 
 
 def truncate_tokens(tokenizer: Any, text: str, budget: int) -> str:
@@ -103,10 +97,10 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
     limits: SubagentLimits,
     sampling_params: dict[str, Any],
 ) -> None:
-    schemas = [t.schema for t in tools.values()]
+    prompt = PromptBuilder(tokenizer, messages, [t.schema for t in tools.values()])
     params = {**sampling_params, "max_tokens": limits.max_new_tokens}
     while result.steps < limits.max_steps:
-        generated = await backend.generate(_render(tokenizer, messages, schemas), dict(params))
+        generated = await backend.generate(list(prompt.ids), dict(params))
         result.steps += 1
         text = generated if isinstance(generated, str) else tokenizer.decode(generated, skip_special_tokens=True)
         n_tokens = (
@@ -120,8 +114,7 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
             return
         result.tool_calls += len(calls)
         observations = await asyncio.gather(*(_run_tool(tools, call) for call in calls))
-        messages.append(assistant_message(content, calls))
-        messages.extend({"role": "tool", "content": obs} for obs in observations)
+        prompt.extend(generated, assistant_message(content, calls), list(observations))
     result.status = "step_budget"
     result.message = (
         f"subagent {result.name!r} stopped: step budget of {limits.max_steps} exhausted before a final answer"

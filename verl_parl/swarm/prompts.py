@@ -1,0 +1,99 @@
+"""Incremental subagent prompts: render the chat template once, then append tool-response segments.
+
+Re-rendering a subagent's whole conversation at every step (Jinja + tokenizing the full prompt)
+costs ~1.7 ms per step on 2 cores and dominated the orchestration overhead with thousands of
+subagents in flight. The template's tool-response segment is learned once per tokenizer from a
+probe conversation with marker strings; each later step then only tokenizes the new text.
+Subagent tokens are never trained on, so when a template does not fit the probe (or a generation
+is not text), the builder falls back to full rendering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_A, _M1, _M2 = "\x02assistant-probe\x02", "\x03tool-one\x03", "\x03tool-two\x03"
+
+
+def render_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]] | None) -> list[int]:
+    """Token ids of ``messages`` with the generation prompt (transformers 5 may return a mapping)."""
+    ids = tokenizer.apply_chat_template(messages, tools=schemas or None, add_generation_prompt=True, tokenize=True)
+    if hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return list(ids)
+
+
+@dataclass(frozen=True)
+class ToolSegment:
+    """Text around tool responses: ``after_eos + head + m1 + sep + m2 ... + tail``."""
+
+    eos_text: str
+    after_eos: str
+    head: str
+    sep: str
+    tail: str
+
+    def text(self, observations: list[str], generated_ended_with_eos: bool) -> str:
+        closing = self.after_eos if generated_ended_with_eos else self.eos_text + self.after_eos
+        return closing + self.head + self.sep.join(observations) + self.tail
+
+
+def probe_segment(tokenizer: Any) -> ToolSegment | None:
+    """Learn the template's tool-response segment, or None when the template does not fit the probe."""
+    eos = tokenizer.eos_token
+    if not eos:
+        return None
+    call = {"type": "function", "function": {"name": "probe", "arguments": "{}"}}
+    base_msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": _A, "tool_calls": [call]},
+    ]
+    tools = [{"role": "tool", "content": _M1}, {"role": "tool", "content": _M2}]
+    try:
+        base = tokenizer.apply_chat_template(base_msgs, tokenize=False, add_generation_prompt=False)
+        full = tokenizer.apply_chat_template(base_msgs + tools, tokenize=False, add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - any template failure means: use full rendering
+        return None
+    if not full.startswith(base) or eos not in base[base.index(_A) :]:
+        return None
+    after_eos = base[base.rindex(eos) + len(eos) :]
+    segment = full[len(base) :]
+    if segment.count(_M1) != 1 or segment.count(_M2) != 1:
+        return None
+    head, rest = segment.split(_M1)
+    sep, tail = rest.split(_M2)
+    return ToolSegment(eos_text=eos, after_eos=after_eos, head=head, sep=sep, tail=tail)
+
+
+_SEGMENTS: dict[int, ToolSegment | None] = {}
+
+
+def segment_for(tokenizer: Any) -> ToolSegment | None:
+    """The probed segment of ``tokenizer`` (probed once per tokenizer object)."""
+    key = id(tokenizer)
+    if key not in _SEGMENTS:
+        _SEGMENTS[key] = probe_segment(tokenizer)
+    return _SEGMENTS[key]
+
+
+class PromptBuilder:
+    """A subagent's prompt ids, extended step by step."""
+
+    def __init__(self, tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> None:
+        self.tokenizer, self.messages, self.schemas = tokenizer, messages, schemas
+        self.segment = segment_for(tokenizer)
+        self.ids = render_ids(tokenizer, messages, schemas)
+
+    def extend(self, generated: list[int] | str, assistant: dict[str, Any], observations: list[str]) -> None:
+        """Append the assistant turn (as generated) and its tool responses, plus a generation prompt."""
+        self.messages.append(assistant)
+        self.messages.extend({"role": "tool", "content": obs} for obs in observations)
+        if self.segment is None or isinstance(generated, str):
+            self.ids = render_ids(self.tokenizer, self.messages, self.schemas)
+            return
+        eos_id = self.tokenizer.eos_token_id
+        ended = bool(generated) and generated[-1] == eos_id
+        text = self.segment.text(observations, generated_ended_with_eos=ended)
+        self.ids = [*self.ids, *generated, *self.tokenizer.encode(text, add_special_tokens=False)]
