@@ -11,9 +11,12 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from verl_parl.rewards.config import ParlRewardConfig
 
 EMBEDDED_TASKS = ("arithmetic",)
 EMBEDDED_AGENT_LOOPS = ("tool_agent", "parl_swarm")
@@ -69,6 +72,7 @@ class ParlConfig:
     embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
     swarm: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.swarm.config.parse_swarm
     subagent: dict[str, Any] = field(default_factory=dict)
+    reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
 
     def __post_init__(self) -> None:
         errors: list[str] = []
@@ -86,6 +90,16 @@ class ParlConfig:
         return Path(self.cache_dir or os.environ.get("VERL_PARL_CACHE") or Path.home() / ".cache" / "verl_parl")
 
 
+def _reward_config(raw: dict[str, Any]) -> ParlRewardConfig:
+    """``parl.reward`` (verl_parl.rewards.config), imported lazily: it pulls in torch."""
+    from verl_parl.rewards.config import RewardConfigError, parse_reward_config
+
+    try:
+        return parse_reward_config(raw)
+    except RewardConfigError as exc:
+        raise ConfigError(exc.errors) from None
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -97,6 +111,7 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     raw.pop("_target_", None)
     embedded = raw.pop("embedded", {}) or {}
     embedded.pop("_target_", None)
+    reward = raw.pop("reward", {}) or {}
     errors = _unknown_keys("parl", raw, ParlConfig) + _unknown_keys("parl.embedded", embedded, EmbeddedTaskConfig)
     if errors:
         raise ConfigError(errors)
@@ -112,7 +127,12 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     except ConfigError as exc:
         errors.extend(exc.errors)
     try:
-        parl = ParlConfig(**raw, embedded=embedded_cfg)
+        reward_cfg = _reward_config(reward)
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+        reward_cfg = _reward_config({})
+    try:
+        parl = ParlConfig(**raw, embedded=embedded_cfg, reward=reward_cfg)
     except ConfigError as exc:
         raise ConfigError(errors + exc.errors) from None
     if errors:
@@ -268,8 +288,27 @@ def check_verl(cfg: DictConfig) -> list[str]:
     return errors
 
 
+def check_trainer_mode(cfg: DictConfig) -> list[str]:
+    """The ``parl`` reward manager and ``reinforce_nsc`` need the ``parl_sync`` trainer's hooks."""
+    from verl_parl.rewards.verl_hooks import in_use
+
+    mode = OmegaConf.select(cfg, "trainer.v1.trainer_mode")
+    if in_use(cfg) and mode != "parl_sync":
+        return [
+            f"trainer.v1.trainer_mode: {mode!r} cannot run reward.reward_manager.name=parl or "
+            "algorithm.adv_estimator=reinforce_nsc (their metrics and context come from trainer_mode=parl_sync)"
+        ]
+    return []
+
+
 Check = Callable[[DictConfig], list[str]]
-CHECKS: tuple[Check, ...] = (check_profile, check_batch_sizes, check_paths, check_rollout_backend)
+CHECKS: tuple[Check, ...] = (
+    check_profile,
+    check_batch_sizes,
+    check_paths,
+    check_rollout_backend,
+    check_trainer_mode,
+)
 
 
 def validate(cfg: DictConfig, *, plugin_errors: Iterable[str] = ()) -> ParlConfig:

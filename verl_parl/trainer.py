@@ -5,6 +5,8 @@ Agent loops report episode fields in ``AgentLoopOutput.extra_fields`` (``parl_cr
 so this thin subclass, registered in verl's trainer registry, adds one thing to the step metrics:
 the batch mean of every numeric ``parl_*`` field, logged as ``parl/<name>/mean``, and the frozen
 group's proof of frozenness (``parl/frozen/weights_changed``, see :func:`frozen_group_metrics`).
+Around verl's advantage computation it also logs the staged reward's terms and hands the
+``reinforce_nsc`` estimator its context (:mod:`verl_parl.rewards.verl_hooks`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_parl.frozen import frozen_group_metrics
+from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
 
 TRAINER_MODE = "parl_sync"
 FIELD_PREFIX = "parl_"
@@ -38,9 +41,15 @@ def parl_field_means(extra_fields: list[Any]) -> dict[str, float]:
 
 @register_trainer(TRAINER_MODE)
 class ParlSyncTrainer(PPOTrainerSync):
-    """verl's sync trainer; only :meth:`_compute_metrics` is extended."""
+    """verl's sync trainer; :meth:`_compute_advantage` and :meth:`_compute_metrics` are extended."""
 
     _frozen_digests: dict[str, str] | None = None
+
+    def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
+        before_advantage(self, batch, metrics)
+        result = super()._compute_advantage(batch, metrics)
+        after_advantage(metrics)
+        return result
 
     def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> Any:
         import transfer_queue as tq

@@ -43,11 +43,13 @@ def _register_trainer(_module: Any) -> None:
 def _load() -> None:
     from verl_parl.backends import cpu
     from verl_parl.imports import when_imported
+    from verl_parl.rewards import verl_hooks as rewards_verl_hooks
 
     if cpu.cpu_selected():
         cpu.activate()
     when_imported(AGENT_LOOP_MODULE, _register_agent_loops)
     when_imported(TRAINER_MODULE, _register_trainer)
+    rewards_verl_hooks.install()  # `parl` reward manager, `reinforce_nsc` estimator, parl/* metrics
 
 
 def ensure_loaded() -> None:

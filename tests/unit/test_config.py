@@ -97,3 +97,14 @@ def test_override_must_keep_the_type_of_the_default() -> None:
         "trainer.total_training_steps: expects int (default 4), got str 'abc'",
         "trainer.flag: expects bool (default True), got str 'yes'",
     ]
+
+
+def test_staged_rewards_need_the_parl_sync_trainer() -> None:
+    from verl_parl.config import check_trainer_mode
+
+    cfg = OmegaConf.create(
+        {"trainer": {"v1": {"trainer_mode": "sync"}}, "algorithm": {"adv_estimator": "reinforce_nsc"}}
+    )
+    assert "trainer.v1.trainer_mode: 'sync' cannot run" in check_trainer_mode(cfg)[0]
+    cfg.trainer.v1.trainer_mode = "parl_sync"
+    assert check_trainer_mode(cfg) == []

@@ -1,0 +1,184 @@
+"""The verl side of the staged rewards: registries, the ``parl`` manager on a real DataProto, metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import verl  # noqa: F401 - loads verl_parl.verl_plugin, which registers parl and reinforce_nsc
+from omegaconf import OmegaConf
+
+from verl_parl.algos import verl_estimator
+from verl_parl.rewards.config import NscConfig
+from verl_parl.rewards.infra import InfraFailureError
+from verl_parl.rewards.verl_hooks import reward_metrics
+from verl_parl.rewards.verl_manager import episode_step
+
+
+def test_reinforce_nsc_is_in_verls_registry_and_broadcasts_advantages() -> None:
+    from verl.trainer.ppo import core_algos
+
+    fn = core_algos.get_adv_estimator_fn("reinforce_nsc")
+    rewards = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 0]])
+    verl_estimator.CONTEXT.nsc = NscConfig()
+    verl_estimator.CONTEXT.infra_failed = [False, False, True]
+    adv, returns = fn(token_level_rewards=rewards, response_mask=mask, index=np.array(["a", "a", "a"]), config=None)
+    # baseline over the two valid samples = 0.5; the infra-failed one gets 0
+    assert adv.tolist() == [[0.5, 0.5, 0.0], [-0.5, -0.5, -0.5], [0.0, 0.0, 0.0]]
+    assert torch.equal(adv, returns)
+    metrics = verl_estimator.pop_metrics()
+    assert metrics["parl/nsc/num_infra_failed"] == 1.0
+    assert metrics["parl/nsc/dropped_fraction"] == 0.0
+    assert verl_estimator.pop_metrics() == {}
+    verl_estimator.CONTEXT.infra_failed = None
+
+
+def test_reward_metrics_average_the_parl_terms() -> None:
+    infos = [{"parl_r_perf": 1.0, "parl_lambda_parallel": 0.1}, {"parl_r_perf": 0.0, "parl_lambda_parallel": 0.1}, None]
+    assert reward_metrics(infos) == {"parl/reward/r_perf": 0.5, "parl/lambda/parallel": 0.1}
+
+
+def test_episode_step_prefers_the_samples_global_step() -> None:
+    assert episode_step({"global_steps": 3}, {"max_global_steps": 2}) == 3
+    assert episode_step({}, {"max_global_steps": 2}) == 2
+    assert episode_step({}, {}) == 0
+
+
+class FakeTokenizer:
+    """Decodes token ids as characters (ids are code points)."""
+
+    def decode(self, ids: torch.Tensor, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(int(i)) for i in ids)
+
+
+def make_item(text: str, extra: dict, global_steps: int) -> object:
+    from tensordict import TensorDict
+    from verl import DataProto
+
+    prompt = torch.tensor([ord("q")])
+    response = torch.tensor([ord(c) for c in text])
+    batch = TensorDict(
+        {
+            "prompts": prompt[None],
+            "responses": response[None],
+            "attention_mask": torch.ones(1, len(prompt) + len(response), dtype=torch.int64),
+        },
+        batch_size=1,
+    )
+    non_tensor = {
+        "data_source": np.array(["test"], dtype=object),
+        "reward_model": np.array([{"ground_truth": "7"}], dtype=object),
+        "extra_info": np.array([{}], dtype=object),
+        "global_steps": np.array([global_steps]),
+        "tool_extra_fields": np.array([extra], dtype=object),
+        "__num_turns__": np.array([2]),
+    }
+    return DataProto(batch=batch, non_tensor_batch=non_tensor)
+
+
+def exact_seven(data_source: str, solution_str: str, ground_truth: str, extra_info: dict) -> dict:
+    if "boom" in solution_str:
+        raise InfraFailureError("judge endpoint unreachable")
+    return {"score": float(solution_str.strip() == ground_truth), "acc": float(solution_str.strip() == ground_truth)}
+
+
+def make_manager(**reward: object):
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+
+    cfg = OmegaConf.create({"parl": {"reward": reward}, "reward": {}})
+    return get_reward_manager_cls("parl")(config=cfg, tokenizer=FakeTokenizer(), compute_score=exact_seven)
+
+
+async def test_parl_manager_adds_the_staged_terms_at_the_episodes_step() -> None:
+    manager = make_manager(lambda_parallel={"num_steps": 10}, lambda_finish={"num_steps": 10})
+    extra = {"parl_num_assigned": 4, "parl_num_finished": 3, "parl_stage_sub_steps": [[4, 4], []]}
+    out = await manager.run_single(make_item("7", extra, global_steps=5))
+    info = out["reward_extra_info"]
+    # step 5 of a 0.1 -> 0 anneal over 10 steps: λ = 0.05; 1 + 0.05*0.4 + 0.05*0.75 = 1.0575
+    assert info["parl_lambda_parallel"] == pytest.approx(0.05)
+    assert info["parl_lambda_finish"] == pytest.approx(0.05)
+    assert (info["parl_r_perf"], info["parl_r_parallel"], info["parl_r_finish"]) == pytest.approx((1.0, 0.4, 0.75))
+    assert out["reward_score"] == pytest.approx(1.0575)
+    assert info["parl_infra_failed"] == 0.0
+
+
+async def test_parl_manager_blog_form_and_single_agent_episode() -> None:
+    manager = make_manager(form="blog", lambda_parallel={"kind": "constant", "start": 0.1})
+    out = await manager.run_single(make_item("7", {}, global_steps=1))
+    assert out["reward_score"] == pytest.approx(0.9)  # (1 - 0.1) * 1, no parallelism
+    wrong = await manager.run_single(make_item("8", {}, global_steps=1))
+    assert wrong["reward_score"] == 0.0
+
+
+async def test_parl_manager_marks_infra_failures_instead_of_scoring_them() -> None:
+    out = await make_manager().run_single(make_item("boom", {}, global_steps=1))
+    assert out["reward_extra_info"]["parl_infra_failed"] == 1.0
+    assert "judge endpoint unreachable" in out["reward_extra_info"]["infra_reason"]
+
+
+class FakeStack:
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+    def tolist(self) -> list:
+        return self.items
+
+
+class FakeTQ:
+    """TransferQueue stand-in holding each sample's ``extra_fields``."""
+
+    def __init__(self, extra_fields: list) -> None:
+        self.extra_fields = extra_fields
+
+    def kv_batch_get(self, keys: list, partition_id: str, select_fields: list) -> dict:
+        assert select_fields == ["extra_fields"]
+        return {"extra_fields": FakeStack([self.extra_fields[int(k)] for k in keys])}
+
+
+def test_advantage_hooks_log_terms_and_feed_the_estimator(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import transfer_queue
+
+    from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
+
+    infos = [
+        {"reward_extra_info": {"parl_r_perf": 1.0, "parl_lambda_parallel": 0.03, "parl_infra_failed": 0.0}},
+        {"reward_extra_info": {"parl_r_perf": 0.0, "parl_lambda_parallel": 0.03, "parl_infra_failed": 1.0}},
+    ]
+    monkeypatch.setattr(transfer_queue, "kv_batch_get", FakeTQ(infos).kv_batch_get, raising=False)
+    trainer = types.SimpleNamespace(
+        config=OmegaConf.create(
+            {
+                "algorithm": {"adv_estimator": "reinforce_nsc"},
+                "parl": {"reward": {"nsc": {"strategy": "lowest", "fraction": 0.5}}},
+            }
+        ),
+        global_steps=7,
+    )
+    metrics: dict = {}
+    batch = types.SimpleNamespace(keys=["0", "1"], partition_id="train")
+
+    before_advantage(trainer, batch, metrics)  # what the parl_sync trainer calls before verl's estimator
+    assert verl_estimator.CONTEXT.nsc == NscConfig(strategy="lowest", fraction=0.5)
+    assert verl_estimator.CONTEXT.infra_failed == [False, True]
+    assert verl_estimator.CONTEXT.step == 7
+    verl_estimator.CONTEXT.metrics = {"parl/nsc/dropped_fraction": 0.25}  # as the estimator leaves them
+    after_advantage(metrics)
+    assert metrics == {
+        "parl/reward/r_perf": 0.5,
+        "parl/lambda/parallel": 0.03,
+        "parl/reward/infra_failed": 0.5,
+        "parl/nsc/dropped_fraction": 0.25,
+    }
+    verl_estimator.CONTEXT.nsc, verl_estimator.CONTEXT.infra_failed = NscConfig(), None
+
+
+def test_wrapper_stays_out_of_runs_that_use_neither() -> None:
+    from verl_parl.rewards.verl_hooks import in_use
+
+    assert not in_use(
+        OmegaConf.create({"algorithm": {"adv_estimator": "grpo"}, "reward": {"reward_manager": {"name": "naive"}}})
+    )
+    assert in_use(OmegaConf.create({"reward": {"reward_manager": {"name": "parl"}}}))

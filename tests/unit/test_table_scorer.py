@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verl_parl.rewards.scorers import table_scorer
+from verl_parl.rewards.table import (
+    Table,
+    TableSpec,
+    map_columns,
+    parse_date,
+    parse_markdown_table,
+    read_csv_table,
+    score_table_answer,
+)
+
+GOLD = read_csv_table("country,year,gdp\nFrance,2020,2630\nJapan,2021,4940\nBrazil,2019,1870\n")
+SPEC = TableSpec(keys=("country",), metrics={"gdp": "number", "year": "number"}, aliases={"country": ("nation",)})
+PERFECT = """Here you go:
+
+| country | year | gdp |
+|---|---|---|
+| France | 2020 | 2630 |
+| Japan | 2021 | 4940 |
+| Brazil | 2019 | 1870 |
+"""
+
+
+def test_parse_markdown_table() -> None:
+    table, notes = parse_markdown_table("| a | b |\n|:--|--:|\n| 1 | 2 |\n")
+    assert table == Table(("a", "b"), (("1", "2"),))
+    assert notes == []
+
+
+def test_perfect_answer_succeeds() -> None:
+    score = score_table_answer(PERFECT, GOLD, SPEC)
+    assert (score.precision, score.recall, score.item_f1, score.row_f1, score.success) == (1.0, 1.0, 1.0, 1.0, True)
+
+
+def test_permuted_columns_alias_and_emphasis_still_match() -> None:
+    answer = "| GDP | **Nation** | Year |\n|---|---|---|\n| 2,630 | france | 2020 |\n| 4940 | Japan | 2021 |\n"
+    score = score_table_answer(answer, GOLD, SPEC)
+    # 2 of 3 gold rows, all cells right: tp = 6; precision 6/(2*3) = 1, recall 6/9
+    assert score.precision == pytest.approx(1.0)
+    assert score.recall == pytest.approx(2 / 3)
+    assert score.item_f1 == pytest.approx(0.8)
+    assert score.row_f1 == pytest.approx(0.8)
+    assert score.success is False
+
+
+def test_numbers_within_and_outside_tolerance_extra_and_duplicate_rows() -> None:
+    answer = (
+        "| country | year | gdp |\n|---|---|---|\n"
+        "| France | 2020 | 2650 |\n"  # 0.76% off: within 1%
+        "| Japan | 2021 | 5200 |\n"  # 5% off: wrong
+        "| Japan | 2021 | 4940 |\n"  # duplicate key: ignored, first kept
+        "| Italy | 2020 | 2100 |\n"  # extra row
+    )
+    score = score_table_answer(answer, GOLD, SPEC)
+    # unique answer rows 3 (France, Japan, Italy); tp = 3 + 2 = 5; rows right: France only
+    assert score.precision == pytest.approx(5 / 9)
+    assert score.recall == pytest.approx(5 / 9)
+    assert score.item_f1 == pytest.approx(5 / 9)
+    assert score.row_f1 == pytest.approx(1 / 3)
+    assert any("duplicate" in note for note in score.notes)
+
+
+def test_missing_column_scores_zero_for_its_cells() -> None:
+    answer = "| country | year |\n|---|---|\n| France | 2020 |\n| Japan | 2021 |\n| Brazil | 2019 |\n"
+    score = score_table_answer(answer, GOLD, SPEC)
+    assert score.item_f1 == pytest.approx(2 / 3)
+    assert score.row_f1 == 0.0
+    assert "answer table lacks column 'gdp'" in score.notes
+
+
+def test_date_metric_across_formats() -> None:
+    assert parse_date("March 5, 2024") == parse_date("2024-03-05")
+    gold = read_csv_table("event,day\nlaunch,2024-03-05\n")
+    spec = TableSpec(keys=("event",), metrics={"day": "date"}, date_tol_days=1)
+    assert score_table_answer("| event | day |\n|---|---|\n| Launch | 6 March 2024 |", gold, spec).success is True
+    assert score_table_answer("| event | day |\n|---|---|\n| Launch | 9 March 2024 |", gold, spec).row_f1 == 0.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("I could not find anything.", "no markdown table"),
+        ("| a | b |\n| 1 | 2 |\n", "malformed"),
+        ("| nation | year |\n|---|---|\n", "no rows"),
+        ("| name | year |\n|---|---|\n| France | 2020 |\n", "lacks key column"),
+    ],
+)
+def test_bad_answers_score_zero_with_a_reason(answer: str, reason: str) -> None:
+    score = score_table_answer(answer, GOLD, SPEC)
+    assert score.item_f1 == 0.0
+    assert score.success is False
+    assert reason in score.reason
+
+
+def test_gold_missing_a_key_column_gives_a_reason() -> None:
+    score = score_table_answer(PERFECT, GOLD, TableSpec(keys=("name",)))
+    assert score.item_f1 == 0.0
+    assert "gold table has no key column 'name'" in score.reason
+
+
+def test_map_columns_by_alias() -> None:
+    assert map_columns(["Year", "Nation"], ["country", "year"], {"country": ["nation"]}) == {"country": 1, "year": 0}
+
+
+def test_registered_table_scorer_reads_a_mapping_gold() -> None:
+    gold = {"csv": "country,year\nFrance,2020\n", "keys": ["country"], "metrics": {"year": "number"}}
+    result = table_scorer("<answer>| country | year |\n|---|---|\n| France | 2020 |</answer>", gold, {})
+    assert result["score"] == 1.0
+    assert result["success"] == 1.0
+    bad = table_scorer("no table", gold, {})
+    assert bad["score"] == 0.0
+    assert "no markdown table" in bad["reason"]
+
+
+def run_cli(tmp_path: Path, pred: str, key: str, *extra: str) -> tuple[int, dict]:
+    (tmp_path / "pred.md").write_text(pred)
+    (tmp_path / "gold.csv").write_text("country,year,gdp\nFrance,2020,2630\nJapan,2021,4940\nBrazil,2019,1870\n")
+    command = [sys.executable, "-m", "verl_parl.score", "table", "--pred", str(tmp_path / "pred.md")]
+    command += ["--gold", str(tmp_path / "gold.csv"), "--key", key, *extra]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_cli_prints_the_scores(tmp_path: Path) -> None:
+    code, out = run_cli(tmp_path, PERFECT.replace("2630", "2650"), "country", "--metric", "gdp=number")
+    assert code == 0
+    assert out["success"] is True
+    assert {"item_f1", "row_f1", "precision", "recall", "success"} <= set(out)
+    code, out = run_cli(tmp_path, PERFECT.replace("2630", "2650"), "country")  # exact gdp now
+    assert out["item_f1"] == pytest.approx(8 / 9)
+
+
+def test_cli_bad_gold_key(tmp_path: Path) -> None:
+    code, out = run_cli(tmp_path, PERFECT, "country,name")
+    assert code == 2
+    assert "no key column 'name'" in out["reason"]
+
+
+def test_llm_metric_without_a_judge_is_a_setup_error() -> None:
+    score = score_table_answer(PERFECT, GOLD, TableSpec(keys=("country",), metrics={"gdp": "llm"}))
+    assert score.item_f1 == 0.0
+    assert "llm metric needs a judge" in score.reason

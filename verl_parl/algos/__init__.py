@@ -1,0 +1,1 @@
+"""Advantage estimators: REINFORCE with negative-sample control (``reinforce_nsc``)."""

@@ -1,0 +1,117 @@
+"""``parl.reward``: settings of the ``parl`` reward manager and the ``reinforce_nsc`` estimator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from verl_parl.algos.nsc import BASELINES, STRATEGIES
+from verl_parl.rewards.parl_reward import FORMS, PARALLEL_KINDS
+from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
+
+PREFIX = "parl.reward"
+
+
+class RewardConfigError(ValueError):
+    """Bad ``parl.reward`` values; ``errors`` lists each, key first."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(errors))
+
+
+@dataclass(frozen=True)
+class NscConfig:
+    """``parl.reward.nsc``: REINFORCE baseline and negative-sample control (see ``verl_parl.algos.nsc``)."""
+
+    baseline: str = "group_mean"
+    strategy: str = "none"
+    fraction: float = 0.0
+    max_ratio: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        k, errors = f"{PREFIX}.nsc", []
+        if self.baseline not in BASELINES:
+            errors.append(f"{k}.baseline: {self.baseline!r} is not one of {BASELINES}")
+        if self.strategy not in STRATEGIES:
+            errors.append(f"{k}.strategy: {self.strategy!r} is not one of {STRATEGIES}")
+        if not 0.0 <= self.fraction <= 1.0:
+            errors.append(f"{k}.fraction: must be in [0, 1], got {self.fraction!r}")
+        if self.max_ratio < 0:
+            errors.append(f"{k}.max_ratio: must be >= 0, got {self.max_ratio!r}")
+        if errors:
+            raise RewardConfigError(errors)
+
+
+def _default_lambda() -> ScheduleConfig:
+    return ScheduleConfig(kind="linear", start=0.1, end=0.0, num_steps=100)
+
+
+@dataclass(frozen=True)
+class ParlRewardConfig:
+    """``parl.reward``: the PARL staged reward (``reward.reward_manager.name=parl``) and ``reinforce_nsc``."""
+
+    form: str = "paper"
+    parallel_kind: str = "critical_path"
+    parallel_cap: int = 10
+    lambda_parallel: ScheduleConfig = field(default_factory=_default_lambda)
+    lambda_finish: ScheduleConfig = field(default_factory=_default_lambda)
+    nsc: NscConfig = field(default_factory=NscConfig)
+
+    def __post_init__(self) -> None:
+        errors = []
+        if self.form not in FORMS:
+            errors.append(f"{PREFIX}.form: {self.form!r} is not one of {FORMS}")
+        if self.parallel_kind not in PARALLEL_KINDS:
+            errors.append(f"{PREFIX}.parallel_kind: {self.parallel_kind!r} is not one of {PARALLEL_KINDS}")
+        if not isinstance(self.parallel_cap, int) or self.parallel_cap <= 0:
+            errors.append(f"{PREFIX}.parallel_cap: must be a positive int, got {self.parallel_cap!r}")
+        if errors:
+            raise RewardConfigError(errors)
+
+
+def _schedule(raw: Any, key: str, errors: list[str]) -> ScheduleConfig:
+    raw = dict(raw or {})
+    raw.pop("_target_", None)
+    known = {f.name for f in fields(ScheduleConfig)} - {"key"}
+    errors += [f"{key}.{name}: unknown key" for name in raw if name not in known]
+    try:
+        return ScheduleConfig(**{k: v for k, v in raw.items() if k in known}, key=key)
+    except ScheduleError as exc:
+        errors.extend(str(exc).split("; "))
+    except TypeError as exc:
+        errors.append(f"{key}: {exc}")
+    return _default_lambda()
+
+
+def parse_reward_config(raw: dict[str, Any] | None) -> ParlRewardConfig:
+    """A plain dict (``OmegaConf.to_container(cfg.parl.reward)``) → config; all errors in one exception."""
+    raw = dict(raw or {})
+    raw.pop("_target_", None)
+    errors: list[str] = []
+    known = {f.name for f in fields(ParlRewardConfig)}
+    errors += [f"{PREFIX}.{name}: unknown key" for name in raw if name not in known]
+    lambdas = {
+        name: _schedule(raw.pop(name, None), f"{PREFIX}.{name}", errors)
+        for name in ("lambda_parallel", "lambda_finish")
+    }
+    nsc_raw = dict(raw.pop("nsc", None) or {})
+    nsc_raw.pop("_target_", None)
+    errors += [
+        f"{PREFIX}.nsc.{name}: unknown key" for name in nsc_raw if name not in {f.name for f in fields(NscConfig)}
+    ]
+    nsc = _build(NscConfig, {k: v for k, v in nsc_raw.items() if k in {f.name for f in fields(NscConfig)}}, errors)
+    top = _build(ParlRewardConfig, {k: v for k, v in raw.items() if k in known}, errors)
+    if errors:
+        raise RewardConfigError(errors)
+    assert isinstance(nsc, NscConfig) and isinstance(top, ParlRewardConfig)
+    return ParlRewardConfig(**{**top.__dict__, **lambdas, "nsc": nsc})
+
+
+def _build(cls: type, values: dict[str, Any], errors: list[str]) -> Any:
+    try:
+        return cls(**values)
+    except RewardConfigError as exc:
+        errors.extend(exc.errors)
+        return cls()

@@ -1,0 +1,90 @@
+"""Built-in task scorers, registered through the same hook a third-party plugin uses.
+
+* ``exact_match``: normalised exact match of the final answer (best over a list of golds);
+* ``token_f1``: token-level F1 of the final answer;
+* ``table``: WideSearch-style table scoring; ``score`` is the item-F1;
+* ``llm_judge``: an OpenAI-compatible judge (:mod:`verl_parl.rewards.judge`, endpoint from the environment).
+
+A scorer is ``fn(solution_str, ground_truth, extra_info) -> {"score": float, ...}`` (see
+:mod:`verl_parl.rewards.verl_reward`). The ``table`` scorer's ground truth is a mapping::
+
+    {"csv": "name,year\\n...", "keys": ["name"], "metrics": {"year": "number"},
+     "aliases": {"name": ["title"]}, "number_rel_tol": 0.01, "date_tol_days": 0}
+
+A column with metric ``llm`` is judged by the environment's judge (:func:`verl_parl.rewards.judge.judge_from_env`).
+
+(``columns`` + ``rows`` may replace ``csv``); any of these keys may also come from ``extra_info``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from verl_parl.plugin import hookimpl
+from verl_parl.registry import Register, ScorerSpec
+from verl_parl.rewards.table import Table, TableError, TableSpec, read_csv_table, score_table_answer
+from verl_parl.rewards.text_match import exact_match_scorer, extract_answer, token_f1_scorer
+
+
+def _gold_table(gold: Mapping[str, Any]) -> Table:
+    if "csv" in gold:
+        return read_csv_table(str(gold["csv"]))
+    if "columns" in gold and "rows" in gold:
+        columns = tuple(str(c) for c in gold["columns"])
+        return Table(columns, tuple(tuple(str(v) for v in row) for row in gold["rows"]))
+    raise TableError("table ground truth needs 'csv' or 'columns' + 'rows'")
+
+
+def _table_spec(gold: Mapping[str, Any]) -> TableSpec:
+    keys = gold.get("keys") or ()
+    judge = None
+    if "llm" in dict(gold.get("metrics") or {}).values():
+        from verl_parl.rewards.judge import cell_judge, judge_from_env
+
+        judge = cell_judge(judge_from_env())
+    return TableSpec(
+        judge=judge,
+        keys=(keys,) if isinstance(keys, str) else tuple(str(k) for k in keys),
+        metrics=dict(gold.get("metrics") or {}),
+        aliases={str(k): tuple(v) for k, v in dict(gold.get("aliases") or {}).items()},
+        number_rel_tol=float(gold.get("number_rel_tol", 0.01)),
+        date_tol_days=int(gold.get("date_tol_days", 0)),
+    )
+
+
+def table_scorer(solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Registered scorer ``table``: item-F1 as ``score`` plus every table metric and the ``reason``."""
+    gold = {**dict(extra_info or {}), **(dict(ground_truth) if isinstance(ground_truth, Mapping) else {})}
+    if not isinstance(ground_truth, Mapping):
+        gold["csv"] = str(ground_truth)
+    try:
+        table = _gold_table(gold)
+    except TableError as exc:
+        return {"score": 0.0, "item_f1": 0.0, "row_f1": 0.0, "success": 0.0, "reason": str(exc)}
+    result = score_table_answer(extract_answer(solution_str), table, _table_spec(gold))
+    return {
+        "score": result.item_f1,
+        "item_f1": result.item_f1,
+        "row_f1": result.row_f1,
+        "precision": result.precision,
+        "recall": result.recall,
+        "success": float(result.success),
+        "reason": result.reason,
+    }
+
+
+@hookimpl
+def verl_parl_register_scorers(register: Register[ScorerSpec]) -> None:
+    register(ScorerSpec(name="exact_match", factory=lambda: exact_match_scorer, description="normalised exact match"))
+    register(ScorerSpec(name="token_f1", factory=lambda: token_f1_scorer, description="token-level F1 of the answer"))
+    register(
+        ScorerSpec(name="table", factory=lambda: table_scorer, description="WideSearch-style table item-F1 / row-F1")
+    )
+    register(ScorerSpec(name="llm_judge", factory=_llm_judge, description="OpenAI-compatible LLM judge verdict"))
+
+
+def _llm_judge() -> Any:
+    from verl_parl.rewards.judge import llm_judge_scorer
+
+    return llm_judge_scorer

@@ -1,0 +1,113 @@
+"""Wire the staged rewards into verl: registries, and the per-step ``parl/*`` metrics.
+
+:func:`install` is called by :mod:`verl_parl.verl_plugin` in every process. It imports nothing
+heavy: each registration runs when verl itself imports the module concerned.
+
+* ``parl`` → verl's reward-loop registry (``verl.experimental.reward_loop.reward_manager``);
+* ``reinforce_nsc`` → verl's advantage-estimator registry (``verl.trainer.ppo.core_algos``);
+* the ``parl_sync`` trainer (:mod:`verl_parl.trainer`) calls :func:`before_advantage` and
+  :func:`after_advantage` around verl's advantage computation (verl has no metrics hook for reward
+  managers or estimators): the episodes' ``reward_extra_info`` is read back from TransferQueue and
+  logged as ``parl/reward/*`` and ``parl/lambda/*``, the estimator gets its settings, the step and
+  the infra-failed flags, and afterwards the estimator's ``parl/nsc/*`` metrics join the step's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+REWARD_MANAGER_PACKAGE = "verl.experimental.reward_loop.reward_manager"
+CORE_ALGOS = "verl.trainer.ppo.core_algos"
+
+REWARD_METRICS = {
+    "parl/reward/total": "parl_reward",
+    "parl/reward/r_perf": "parl_r_perf",
+    "parl/reward/r_parallel": "parl_r_parallel",
+    "parl/reward/r_finish": "parl_r_finish",
+    "parl/lambda/parallel": "parl_lambda_parallel",
+    "parl/lambda/finish": "parl_lambda_finish",
+    "parl/reward/step": "parl_step",
+    "parl/reward/infra_failed": "parl_infra_failed",
+}
+"""Logged metric → ``reward_extra_info`` key (mean over the step's samples)."""
+
+
+def reward_metrics(infos: Sequence[Mapping[str, Any] | None]) -> dict[str, float]:
+    """Means of the ``parl_*`` entries over the samples that have them; e.g. r_perf [1, 0] → 0.5."""
+    out: dict[str, float] = {}
+    for metric, key in REWARD_METRICS.items():
+        values = [float(info[key]) for info in infos if info and info.get(key) is not None]
+        if values:
+            out[metric] = sum(values) / len(values)
+    return out
+
+
+def _register_reward_manager(module: Any) -> None:
+    # verl_manager registers itself at the end of its import (see there); it may be mid-import now.
+    importlib.import_module("verl_parl.rewards.verl_manager")
+
+
+def _register_estimator(module: Any) -> None:
+    from verl_parl.algos.verl_estimator import register
+
+    register(module)
+
+
+def _reward_infos(batch: Any) -> list[Mapping[str, Any] | None]:
+    import transfer_queue as tq
+
+    data = tq.kv_batch_get(
+        keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"]
+    )
+    infos: list[Mapping[str, Any] | None] = []
+    for value in data.pop("extra_fields").tolist():
+        extra = getattr(value, "data", value)
+        info = extra.get("reward_extra_info") if isinstance(extra, Mapping) else None
+        infos.append(info if isinstance(info, Mapping) else None)
+    return infos
+
+
+def in_use(config: Any) -> bool:
+    """Whether this run uses the ``parl`` reward manager or the ``reinforce_nsc`` estimator."""
+    from omegaconf import OmegaConf
+
+    manager = OmegaConf.select(config, "reward.reward_manager.name", default=None)
+    estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)
+    return bool(manager == "parl" or estimator == "reinforce_nsc")
+
+
+def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> None:
+    """Log the reward terms and hand the estimator its context; never stops training."""
+    from verl_parl.algos.verl_estimator import CONTEXT
+    from verl_parl.rewards.verl_manager import reward_config_from
+
+    if not in_use(trainer.config):
+        return
+    try:
+        infos = _reward_infos(batch)
+        metrics.update(reward_metrics(infos))
+        CONTEXT.nsc = reward_config_from(trainer.config).nsc
+        CONTEXT.step = int(getattr(trainer, "global_steps", 0) or 0)
+        CONTEXT.infra_failed = [bool(info and info.get("parl_infra_failed")) for info in infos]
+    except Exception:  # metrics must never stop training; the warning says why
+        logger.warning("verl-parl: could not read reward_extra_info for parl/* metrics", exc_info=True)
+
+
+def after_advantage(metrics: dict[str, Any]) -> None:
+    """The estimator's ``parl/nsc/*`` metrics of this step."""
+    from verl_parl.algos.verl_estimator import pop_metrics
+
+    metrics.update(pop_metrics())
+
+
+def install() -> None:
+    """Register ``parl`` and ``reinforce_nsc`` once verl imports each registry's module."""
+    from verl_parl.imports import when_imported
+
+    when_imported(REWARD_MANAGER_PACKAGE, _register_reward_manager)
+    when_imported(CORE_ALGOS, _register_estimator)

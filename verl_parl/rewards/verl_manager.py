@@ -1,0 +1,126 @@
+"""The ``parl`` reward manager in verl's reward-loop registry (``reward.reward_manager.name=parl``).
+
+``r_perf`` comes from verl's usual score function (``reward.custom_reward_function``, by default our
+registered-scorer bridge :mod:`verl_parl.rewards.verl_reward`), exactly as the ``naive`` manager
+computes it. The PARL terms come from the episode's accounting fields (``extra_fields``) and the λ
+schedules of ``parl.reward`` at the episode's global step. Every term is returned in
+``reward_extra_info`` under ``parl_*`` keys, from which the trainer hook logs ``parl/reward/*``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import OmegaConf
+from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
+from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+from verl_parl.rewards.config import ParlRewardConfig, parse_reward_config
+from verl_parl.rewards.infra import InfraFailureError
+from verl_parl.rewards.parl_reward import EpisodeStats, RewardTerms, parl_terms
+
+logger = logging.getLogger(__name__)
+
+NAME = "parl"
+INFRA_FAILED_KEY = "parl_infra_failed"
+
+
+def reward_config_from(config: Any) -> ParlRewardConfig:
+    """``parl.reward`` of the full config, or the defaults when the section is absent."""
+    section = OmegaConf.select(config, "parl.reward") if OmegaConf.is_config(config) else None
+    raw = OmegaConf.to_container(section, resolve=True) if section is not None else {}
+    return parse_reward_config({str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {})
+
+
+def episode_step(non_tensor: Mapping[str, Any], extra: Mapping[str, Any]) -> int:
+    """The trainer step the episode was generated for: ``global_steps`` of the sample, else the
+    rollout's weight version ``max_global_steps``, else 0 (e.g. validation before training)."""
+    for value in (non_tensor.get("global_steps"), extra.get("max_global_steps"), extra.get("global_steps")):
+        if value is not None:
+            try:
+                return max(0, int(value))
+            except (TypeError, ValueError):
+                continue
+    return 0
+
+
+def staged_terms(cfg: ParlRewardConfig, stats: EpisodeStats, r_perf: float, step: int, success: bool) -> RewardTerms:
+    """The PARL reward of one episode at ``step`` (pure; λs from the schedules)."""
+    return parl_terms(
+        stats,
+        r_perf,
+        form=cfg.form,
+        lambda1=cfg.lambda_parallel(step),
+        lambda2=cfg.lambda_finish(step) if cfg.form == "paper" else 0.0,
+        parallel_kind=cfg.parallel_kind,
+        cap=cfg.parallel_cap,
+        success=success,
+    )
+
+
+def terms_info(terms: RewardTerms, step: int) -> dict[str, float]:
+    """The ``parl_*`` entries of ``reward_extra_info``."""
+    return {
+        "parl_reward": terms.reward,
+        "parl_r_perf": terms.r_perf,
+        "parl_r_parallel": terms.r_parallel,
+        "parl_r_finish": terms.r_finish,
+        "parl_lambda_parallel": terms.lambda_parallel,
+        "parl_lambda_finish": terms.lambda_finish,
+        "parl_step": float(step),
+    }
+
+
+class ParlRewardManager(RewardManagerBase):
+    """verl reward manager: the naive manager's score as ``r_perf``, plus the staged PARL terms."""
+
+    def __init__(
+        self,
+        config: Any,
+        tokenizer: Any,
+        compute_score: Any,
+        reward_router_address: str | None = None,
+        reward_model_tokenizer: Any = None,
+    ) -> None:
+        super().__init__(config, tokenizer, compute_score)
+        self.reward_cfg = reward_config_from(config)
+        self.inner = NaiveRewardManager(  # type: ignore[no-untyped-call]  # verl is untyped
+            config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer
+        )
+
+    async def run_single(self, data: Any) -> dict[str, Any]:
+        try:
+            result = await self.inner.run_single(data)
+        except InfraFailureError as exc:
+            logger.warning("parl reward: sample marked infra-failed: %s", exc)
+            result = {"reward_score": 0.0, "reward_extra_info": {INFRA_FAILED_KEY: 1.0, "infra_reason": str(exc)}}
+        info = dict(result.get("reward_extra_info") or {})
+        item = data[-1]
+        extra = item.non_tensor_batch.get("tool_extra_fields") or {}
+        extra = extra if isinstance(extra, Mapping) else {}
+        step = episode_step(item.non_tensor_batch, extra)
+        r_perf = float(result["reward_score"])
+        success = bool(info.get("acc", r_perf > 0))
+        terms = staged_terms(self.reward_cfg, EpisodeStats.from_extra_fields(extra), r_perf, step, success)
+        info.update(terms_info(terms, step))
+        info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
+        return {"reward_score": terms.reward, "reward_extra_info": info}
+
+
+def register(reward_manager_package: Any) -> None:
+    """Add ``parl`` to verl's reward-loop registry (idempotent)."""
+    if reward_manager_package.registry.REWARD_MANAGER.get(NAME) is not ParlRewardManager:
+        reward_manager_package.register(NAME)(ParlRewardManager)
+
+
+def _register_self() -> None:
+    import verl.experimental.reward_loop.reward_manager as package
+
+    register(package)
+
+
+# Registration happens here, once the class exists: the import hook of verl_hooks only imports this
+# module, which may be half-initialised at that moment when it is the module that triggered verl's import.
+_register_self()
