@@ -337,3 +337,16 @@ def test_incremental_subagent_prompts_equal_full_renders(tokenizer: Any) -> None
         }
         builder.extend(generated, assistant, observations)
         assert builder.ids == render_ids(tokenizer, builder.messages, [LOOKUP_SCHEMA])
+
+
+def test_cached_system_prefix_gives_the_full_render(tokenizer: Any) -> None:
+    from verl_parl.swarm.prompts import initial_ids, render_ids
+
+    for system, task in [
+        ("You look things up.", "find k"),
+        ("You look things up.", "other\ntask"),
+        ("Other role", "x"),
+    ]:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        for schemas in ([LOOKUP_SCHEMA], []):
+            assert initial_ids(tokenizer, messages, schemas) == render_ids(tokenizer, messages, schemas)

@@ -10,10 +10,12 @@ is not text), the builder falls back to full rendering.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 _A, _M1, _M2 = "\x02assistant-probe\x02", "\x03tool-one\x03", "\x03tool-two\x03"
+_U = "\x04user-probe\x04"
 
 
 def render_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]] | None) -> list[int]:
@@ -67,7 +69,34 @@ def probe_segment(tokenizer: Any) -> ToolSegment | None:
     return ToolSegment(eos_text=eos, after_eos=after_eos, head=head, sep=sep, tail=tail)
 
 
+@dataclass(frozen=True)
+class UserSegment:
+    """Text around the first user message, up to and including the generation prompt."""
+
+    head: str
+    tail: str
+
+
+def probe_user_segment(tokenizer: Any) -> UserSegment | None:
+    """Learn how the template wraps a user message after the system block, or None."""
+    system = [{"role": "system", "content": "s"}]
+    try:
+        prefix = tokenizer.apply_chat_template(system, tokenize=False, add_generation_prompt=False)
+        full = tokenizer.apply_chat_template(
+            [*system, {"role": "user", "content": _U}], tokenize=False, add_generation_prompt=True
+        )
+    except Exception:  # noqa: BLE001 - any template failure means: use full rendering
+        return None
+    if not full.startswith(prefix) or full.count(_U) != 1:
+        return None
+    head, tail = full[len(prefix) :].split(_U)
+    return UserSegment(head=head, tail=tail)
+
+
 _SEGMENTS: dict[int, ToolSegment | None] = {}
+_USER_SEGMENTS: dict[int, UserSegment | None] = {}
+_PREFIXES: dict[tuple[int, str, str], list[int]] = {}
+_MAX_PREFIXES = 256
 
 
 def segment_for(tokenizer: Any) -> ToolSegment | None:
@@ -78,13 +107,35 @@ def segment_for(tokenizer: Any) -> ToolSegment | None:
     return _SEGMENTS[key]
 
 
+def initial_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> list[int]:
+    """Ids of ``[system, user]`` with the generation prompt; the system block is rendered once per
+    (system prompt, tools) and cached, so each new subagent only tokenizes its task."""
+    key = id(tokenizer)
+    if key not in _USER_SEGMENTS:
+        _USER_SEGMENTS[key] = probe_user_segment(tokenizer)
+    user = _USER_SEGMENTS[key]
+    roles = [m.get("role") for m in messages]
+    if user is None or roles != ["system", "user"] or not all(isinstance(m.get("content"), str) for m in messages):
+        return render_ids(tokenizer, messages, schemas)
+    cache_key = (key, messages[0]["content"], json.dumps(schemas, sort_keys=True))
+    if cache_key not in _PREFIXES:
+        if len(_PREFIXES) >= _MAX_PREFIXES:
+            _PREFIXES.pop(next(iter(_PREFIXES)))
+        prefix = tokenizer.apply_chat_template(
+            messages[:1], tools=schemas or None, tokenize=False, add_generation_prompt=False
+        )
+        _PREFIXES[cache_key] = tokenizer.encode(prefix, add_special_tokens=False)
+    task = user.head + messages[1]["content"] + user.tail
+    return [*_PREFIXES[cache_key], *tokenizer.encode(task, add_special_tokens=False)]
+
+
 class PromptBuilder:
     """A subagent's prompt ids, extended step by step."""
 
     def __init__(self, tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> None:
         self.tokenizer, self.messages, self.schemas = tokenizer, messages, schemas
         self.segment = segment_for(tokenizer)
-        self.ids = render_ids(tokenizer, messages, schemas)
+        self.ids = initial_ids(tokenizer, messages, schemas)
 
     def extend(self, generated: list[int] | str, assistant: dict[str, Any], observations: list[str]) -> None:
         """Append the assistant turn (as generated) and its tool responses, plus a generation prompt."""
