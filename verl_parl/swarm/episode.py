@@ -23,8 +23,8 @@ from verl_parl.swarm.calls import (
     ToolCall,
     check_arguments,
 )
-from verl_parl.swarm.subagent import GenerateBackend, SubagentLimits, SubagentResult, run_subagent
-from verl_parl.tools.base import Tool, ToolError
+from verl_parl.swarm.subagent import GenerateBackend, SubagentLimits, SubagentResult, run_subagent, run_tool
+from verl_parl.tools.base import Tool
 
 
 @dataclass(frozen=True)
@@ -182,11 +182,4 @@ class SwarmEpisode:
         return result
 
     async def _direct(self, call: ToolCall) -> str:
-        tool = self.direct_tools[call.name]
-        problem = check_arguments(call, tool.schema)
-        if problem:
-            return problem
-        try:
-            return await tool.run(call.arguments)
-        except ToolError as exc:
-            return f"error: {exc}"
+        return await run_tool(self.direct_tools, call)

@@ -64,7 +64,8 @@ def truncate_tokens(tokenizer: Any, text: str, budget: int) -> str:
     return tokenizer.decode(ids[:budget]) + f" …[truncated to {budget} tokens]"
 
 
-async def _run_tool(tools: dict[str, Tool], call: ToolCall | CallError) -> str:
+async def run_tool(tools: dict[str, Tool], call: ToolCall | CallError) -> str:
+    """Run one parsed call against ``tools``; every failure becomes the error text the model reads."""
     if isinstance(call, CallError):
         return call.message
     tool = tools.get(call.name)
@@ -113,7 +114,7 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
             result.message, result.status = content or text.strip(), "ok"
             return
         result.tool_calls += len(calls)
-        observations = await asyncio.gather(*(_run_tool(tools, call) for call in calls))
+        observations = await asyncio.gather(*(run_tool(tools, call) for call in calls))
         prompt.extend(generated, assistant_message(content, calls), list(observations))
     result.status = "step_budget"
     result.message = (
