@@ -41,7 +41,7 @@ class EmbeddedTaskConfig:
     """``parl.embedded``: the built-in task the default run trains on."""
 
     task: str = "arithmetic"
-    agent_loop: str = "tool_agent"
+    agent_loop: str = "parl_swarm"
     n_train: int = 64
     n_val: int = 16
     seed: int = 0

@@ -85,7 +85,7 @@ def test_main_trains_two_steps_and_loads_plugins_in_ray_workers(tmp_path: Path) 
     # the policy moved: the weights the server generated with at step 2 are not the initial ones
     assert any(r["actor/grad_norm"] > 0 for r in train)
     titles = marker.read_text()
-    assert "AgentLoopWorker" in titles  # the calculator tool was built from the registry there
+    assert "AgentLoopWorker" in titles  # the swarm's calculator tool was built from the registry there
     assert "RewardLoopWorker" in titles  # and the number_match scorer there
     assert (run_dir / "resolved_config.yaml").exists()
     assert "run finished: 2 steps" in result.stdout
@@ -97,6 +97,7 @@ def test_main_two_fsdp_ranks_with_reference_kl(tmp_path: Path) -> None:
         "trainer.total_training_steps=2",
         "trainer.n_gpus_per_node=2",
         "trainer.val_before_train=false",
+        "parl.embedded.agent_loop=tool_agent",  # verl's own tool agent loop, with our calculator tool
         "actor_rollout_ref.actor.use_kl_loss=true",
         "actor_rollout_ref.actor.kl_loss_coef=0.01",
     )
