@@ -27,6 +27,13 @@ if [ "${1:-}" = "test" ]; then extras="[test]"; fi
 echo "[install] verl-parl${extras} (editable) and its dependencies"
 "$PYTHON" -m pip install -e ".${extras}"
 
+# Tool plugins: separate distributions under plugins/, found through the `verl_parl` entry-point group
+# exactly like a third party's plugin.
+for plugin in plugins/search plugins/browser; do  # browser: work in progress, registers no tool yet
+  echo "[install] tool plugin ${plugin} (editable)"
+  "$PYTHON" -m pip install -e "${plugin}"
+done
+
 if ! has_gpu && "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.version.cuda else 1)"; then
   echo "[install] warning: a CUDA build of torch is installed on a machine without a GPU (it still runs on CPU)" >&2
 fi

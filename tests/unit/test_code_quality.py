@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN_API = ["verl_parl/plugin.py", "verl_parl/hookspecs.py", "verl_parl/registry.py", "verl_parl/plugins.py"]
+PLUGIN_API = [
+    "verl_parl/plugin.py",
+    "verl_parl/hookspecs.py",
+    "verl_parl/registry.py",
+    "verl_parl/plugins.py",
+    "verl_parl/tools/runtime.py",
+    "verl_parl/testing/tool_contract.py",
+]
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:
@@ -19,7 +26,7 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is installed by the test extra")
 def test_ruff_finds_nothing() -> None:
-    result = run("ruff", "check", "verl_parl", "tests", "benchmarks")
+    result = run("ruff", "check", "verl_parl", "tests", "benchmarks", "plugins")
     assert result.returncode == 0, result.stdout[-4000:]
 
 

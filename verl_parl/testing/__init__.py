@@ -3,5 +3,19 @@
 from __future__ import annotations
 
 from verl_parl.testing.distributions import write_plugin_distribution
+from verl_parl.testing.tool_contract import (
+    ToolCheckReport,
+    ToolContractError,
+    acheck_tool,
+    check_schema,
+    check_tool,
+)
 
-__all__ = ["write_plugin_distribution"]
+__all__ = [
+    "ToolCheckReport",
+    "ToolContractError",
+    "acheck_tool",
+    "check_schema",
+    "check_tool",
+    "write_plugin_distribution",
+]

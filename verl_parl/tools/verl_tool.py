@@ -4,8 +4,18 @@ List it in a verl tool-config YAML (``actor_rollout_ref.rollout.multi_turn.tool_
 
     tools:
       - class_name: verl_parl.tools.verl_tool.RegisteredTool
-        config: {type: native, name: calculator, options: {}}
+        config:
+          type: native
+          name: calculator     # the registered verl-parl tool
+          options: {}          # keyword arguments of its factory
+          timeout_s: 30        # per-call timeout (default 30)
+          max_concurrency: 16  # calls in flight at once for this tool (default 16)
+          max_output_chars: 8000  # longer outputs are truncated, saying so (default 8000)
         tool_schema: null      # taken from the registered tool
+
+Every call goes through a :class:`~verl_parl.tools.runtime.ToolRuntime` (validation, timeout,
+concurrency limit, truncation); its per-call metrics are verl's ``tool_metrics`` and accumulate in
+``RegisteredTool.runtime.metrics``.
 
 The tool is looked up in the plugin registries of the process that runs the agent loop, so
 third-party tool plugins work in verl's Ray workers exactly as in the driver.
@@ -20,7 +30,8 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from verl_parl.plugins import get_registries
-from verl_parl.tools.base import Tool, ToolError
+from verl_parl.tools.base import Tool
+from verl_parl.tools.runtime import ToolLimits, ToolRuntime
 
 
 def build_tool(name: str, options: dict[str, Any] | None = None) -> Tool:
@@ -32,12 +43,16 @@ def build_tool(name: str, options: dict[str, Any] | None = None) -> Tool:
 
 
 class RegisteredTool(BaseTool):
-    """verl ``BaseTool`` wrapping a registered verl-parl :class:`Tool`; errors become observations."""
+    """verl ``BaseTool`` running a registered verl-parl :class:`Tool` in a :class:`ToolRuntime`.
+
+    Errors, invalid arguments and timeouts become ``error: ...`` observations, never exceptions.
+    """
 
     def __init__(self, config: dict[str, Any], tool_schema: OpenAIFunctionToolSchema | None) -> None:
         if "name" not in config:
             raise ValueError("RegisteredTool needs config.name: the registered verl-parl tool to expose")
         self.tool = build_tool(config["name"], config.get("options"))
+        self.runtime = ToolRuntime(self.tool, ToolLimits.from_config(config), name=config["name"])
         schema = tool_schema or OpenAIFunctionToolSchema.model_validate(self.tool.schema)
         super().__init__(config, schema)
 
@@ -46,11 +61,6 @@ class RegisteredTool(BaseTool):
 
     async def execute(
         self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
-    ) -> tuple[ToolResponse, float, dict]:
-        if not isinstance(parameters, dict):
-            return ToolResponse(text=f"error: {self.name} takes a JSON object of arguments"), 0.0, {"ok": 0}
-        try:
-            text = await self.tool.run(parameters)
-        except ToolError as exc:
-            return ToolResponse(text=f"error: {exc}"), 0.0, {"ok": 0}
-        return ToolResponse(text=text), 0.0, {"ok": 1}
+    ) -> tuple[ToolResponse, float, dict[str, Any]]:
+        result = await self.runtime.call(parameters)
+        return ToolResponse(text=result.text), 0.0, result.metrics.as_dict()

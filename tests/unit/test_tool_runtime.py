@@ -1,0 +1,184 @@
+"""The tool runtime: validation, timeout, per-tool concurrency, truncation, metrics; and RegisteredTool."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import yaml
+
+from verl_parl.tools.base import ToolError
+from verl_parl.tools.runtime import ToolLimits, ToolMetrics, ToolRuntime, truncate, validate_arguments
+
+
+def schema(name: str = "echo") -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": "echo",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "repeat": {"type": "integer", "minimum": 1},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["text"],
+            },
+        },
+    }
+
+
+class Echo:
+    """A fake tool: echoes ``text`` ``repeat`` times, tracking how many calls run at once."""
+
+    def __init__(self, name: str = "echo", delay: float = 0.0) -> None:
+        self.schema = schema(name)
+        self.delay = delay
+        self.running = 0
+        self.peak = 0
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.running -= 1
+        if arguments["text"] == "fail":
+            raise ToolError("the backend said no")
+        if arguments["text"] == "bug":
+            raise KeyError("oops")
+        return arguments["text"] * arguments.get("repeat", 1)
+
+
+async def test_valid_call_returns_text_and_ok_metrics() -> None:
+    runtime = ToolRuntime(Echo())
+    result = await runtime.call({"text": "ab", "repeat": 2})
+    assert result.ok and result.text == "abab"
+    assert result.metrics.status == "ok" and not result.metrics.truncated
+    assert await runtime.run({"text": "x"}) == "x"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "needle"),
+    [
+        ({}, "missing required argument 'text'"),
+        ({"text": "a", "q": 1}, "unknown argument 'q'"),
+        ({"text": 3}, "argument 'text': 3 is not of type 'string'"),
+        ({"text": "a", "repeat": 0}, "argument 'repeat'"),
+        ({"text": "a", "tags": ["x", 2]}, "argument 'tags[1]'"),
+        (["text"], "arguments must be a JSON object"),
+    ],
+)
+async def test_invalid_arguments_become_a_message_naming_the_argument(arguments: Any, needle: str) -> None:
+    tool = Echo()
+    result = await ToolRuntime(tool).call(arguments)
+    assert result.metrics.status == "invalid"
+    assert result.text.startswith("error: invalid arguments for echo: ")
+    assert needle in result.text
+    assert tool.peak == 0  # the tool never ran
+
+
+def test_validate_arguments_lists_every_problem() -> None:
+    problems = validate_arguments(schema(), {"repeat": "2", "extra": 1})
+    assert any("'text'" in p for p in problems)
+    assert any("'extra'" in p for p in problems)
+    assert any("'repeat'" in p for p in problems)
+
+
+async def test_tool_error_and_tool_bug_become_error_status() -> None:
+    runtime = ToolRuntime(Echo())
+    failed = await runtime.call({"text": "fail"})
+    assert failed.metrics.status == "error" and failed.text == "error: the backend said no"
+    bug = await runtime.call({"text": "bug"})
+    assert bug.metrics.status == "error" and "KeyError" in bug.text
+    with pytest.raises(ToolError, match="the backend said no"):
+        await runtime.run({"text": "fail"})
+
+
+async def test_slow_call_times_out() -> None:
+    runtime = ToolRuntime(Echo(delay=30), ToolLimits(timeout_s=0.05))
+    result = await runtime.call({"text": "a"})
+    assert result.metrics.status == "timeout"
+    assert "timed out after 0.05 s" in result.text
+    assert runtime.in_flight == 0
+
+
+async def test_concurrency_limit_is_per_tool() -> None:
+    first, second = Echo("first", delay=0.05), Echo("second", delay=0.05)
+    limits = ToolLimits(max_concurrency=2)
+    runtimes = [ToolRuntime(first, limits), ToolRuntime(second, limits)]
+    calls = [rt.call({"text": "a"}) for rt in runtimes for _ in range(6)]
+    results = await asyncio.gather(*calls)
+    assert all(r.ok for r in results)
+    assert first.peak == 2 and second.peak == 2  # each limited, neither starved by the other
+
+
+def test_truncate_says_so_and_respects_budget() -> None:
+    text, cut = truncate("x" * 1000, 200)
+    assert cut and len(text) <= 200
+    assert "[output truncated: showing" in text and "of 1000 characters]" in text
+    assert truncate("short", 200) == ("short", False)
+
+
+async def test_long_output_is_truncated_and_flagged() -> None:
+    runtime = ToolRuntime(Echo(), ToolLimits(max_output_chars=100))
+    result = await runtime.call({"text": "y", "repeat": 500})
+    assert result.ok and result.metrics.truncated
+    assert len(result.text) <= 100 and "truncated" in result.text
+
+
+async def test_metrics_aggregate_across_tools() -> None:
+    echo, other = ToolRuntime(Echo()), ToolRuntime(Echo("other"))
+    await echo.call({"text": "a"})
+    await echo.call({})
+    await other.call({"text": "fail"})
+    summary = echo.metrics.merge(other.metrics).summary()
+    assert summary["tool/echo/calls"] == 2
+    assert summary["tool/echo/ok"] == 1 and summary["tool/echo/invalid"] == 1
+    assert summary["tool/other/error"] == 1
+    assert summary["tool/echo/latency_p99_s"] >= summary["tool/echo/latency_p50_s"] >= 0
+    assert len(ToolMetrics()) == 0 and ToolMetrics().summary() == {}
+
+
+@pytest.mark.parametrize(
+    "config", [{"timeout_s": 0}, {"max_concurrency": 0}, {"max_output_chars": 10}, {"max_concurrency": 1.5}]
+)
+def test_bad_limits_are_rejected_naming_the_key(config: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(config))):
+        ToolLimits.from_config(config)
+
+
+def test_limits_from_config_ignores_other_keys() -> None:
+    limits = ToolLimits.from_config({"type": "native", "name": "x", "timeout_s": 2, "max_concurrency": 3})
+    assert limits == ToolLimits(timeout_s=2, max_concurrency=3)
+
+
+async def test_registered_tool_through_verl_tool_config(tmp_path: Any) -> None:
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    config = {
+        "tools": [
+            {
+                "class_name": "verl_parl.tools.verl_tool.RegisteredTool",
+                "config": {"type": "native", "name": "calculator", "max_output_chars": 150, "timeout_s": 5},
+                "tool_schema": None,
+            }
+        ]
+    }
+    path = tmp_path / "tools.yaml"
+    path.write_text(yaml.safe_dump(config))
+    (tool,) = initialize_tools_from_config(str(path))
+    assert tool.name == "calculator"
+    assert tool.runtime.limits == ToolLimits(timeout_s=5, max_output_chars=150)
+    instance, _ = await tool.create()
+    response, _, metrics = await tool.execute(instance, {"expression": "6 * 7"})
+    assert response.text == "42" and metrics["status"] == "ok"
+    response, _, metrics = await tool.execute(instance, {"expr": "1"})
+    assert metrics["status"] == "invalid" and "missing required argument 'expression'" in response.text
+    response, _, metrics = await tool.execute(instance, {"expression": "1 / 0"})
+    assert metrics["status"] == "error" and "division by zero" in response.text
+    assert tool.runtime.metrics.summary()["tool/calculator/calls"] == 3
