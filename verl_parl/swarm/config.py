@@ -48,10 +48,22 @@ class SwarmSettings:
     trace_fraction: float = 0.0
 
     def build_tools(self, names: tuple[str, ...]) -> dict[str, Tool]:
-        from verl_parl.tools.verl_tool import build_tool
+        """Registered tools by function name, each in a :class:`ToolRuntime` shared by every episode of
+        this process (so a tool's concurrency limit holds across concurrent episodes)."""
+        tools = [_runtime(name) for name in names]
+        return {tool.schema["function"]["name"]: tool for tool in tools}
 
-        tools = {name: build_tool(name) for name in names}
-        return {tool.schema["function"]["name"]: tool for tool in tools.values()}
+
+_RUNTIMES: dict[str, Tool] = {}
+
+
+def _runtime(name: str) -> Tool:
+    from verl_parl.tools.runtime import ToolRuntime
+    from verl_parl.tools.verl_tool import build_tool
+
+    if name not in _RUNTIMES:
+        _RUNTIMES[name] = ToolRuntime(build_tool(name), name=name)
+    return _RUNTIMES[name]
 
 
 def _section(config: DictConfig, key: str) -> dict[str, Any]:
