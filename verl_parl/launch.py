@@ -22,6 +22,10 @@ SUMMARY_METRICS = (
     "actor/pg_loss",
     "response_length/mean",
     "training/rollout_probs_diff_max",
+    "parl/critical_steps/mean",
+    "parl/parallelism/mean",
+    "parl/num_assigned/mean",
+    "parl/frozen/weights_changed",
 )
 
 
