@@ -49,7 +49,7 @@ def _load() -> None:
         cpu.activate()
     when_imported(AGENT_LOOP_MODULE, _register_agent_loops)
     when_imported(TRAINER_MODULE, _register_trainer)
-    rewards_verl_hooks.install()  # `parl` reward manager, `reinforce_nsc` estimator, parl/* metrics
+    rewards_verl_hooks.install()  # the `parl` reward manager and the `reinforce_nsc` estimator
 
 
 def ensure_loaded() -> None:

@@ -100,3 +100,28 @@ def test_when_imported_runs_callbacks_after_a_fresh_import(monkeypatch: pytest.M
     assert seen == [1]
     when_imported("vp_late_module", lambda module: seen.append(module.VALUE + 1))
     assert seen == [1, 2]  # already imported: runs at once
+
+
+def test_agent_loop_registry_is_a_dict_and_holds_parl_swarm() -> None:
+    from verl.experimental.agent_loop import agent_loop
+
+    assert isinstance(agent_loop._agent_loop_registry, dict)
+    assert agent_loop._agent_loop_registry["parl_swarm"] == {
+        "_target_": "verl_parl.swarm.orchestrator.ParlSwarmAgentLoop"
+    }
+
+
+def test_trainer_methods_the_parl_sync_trainer_extends_keep_their_signatures() -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    assert list(inspect.signature(PPOTrainer._compute_advantage).parameters) == ["self", "batch", "metrics"]
+    assert list(inspect.signature(PPOTrainer._compute_metrics).parameters) == [
+        "self",
+        "batch",
+        "metrics",
+        "timing_raw",
+        "global_steps",
+        "epoch",
+    ]
+    assert get_trainer_cls("parl_sync").__name__ == "ParlSyncTrainer"
