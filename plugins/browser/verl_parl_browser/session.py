@@ -22,18 +22,12 @@ import textwrap
 from typing import Protocol
 from urllib.parse import urlparse
 
+from verl_parl_search.engine import Document
+
 from verl_parl.tools.base import ToolError
 
 DEFAULT_LINES = 40
 _WIDTH = 100
-
-
-@dataclasses.dataclass(frozen=True)
-class Document:
-    docid: str
-    title: str
-    text: str
-    url: str = ""
 
 
 class Corpus(Protocol):
