@@ -93,8 +93,9 @@ def latency_part(tokenizer: Any, args: argparse.Namespace) -> None:
     server = LatencyServer(tokenizer, args.delay, args.lookups)
     print(f"latency server: D={args.delay}s per generate, {args.episodes} concurrent episodes, "
           f"{args.subagents} subagents each, {args.lookups} lookups per subagent")  # fmt: skip
-    tracemalloc.start()
     wall, critical = asyncio.run(timed(args.episodes, server, tokenizer, args.subagents, True, args.delay))
+    tracemalloc.start()  # a separate run: tracing allocations slows Python several-fold
+    asyncio.run(timed(args.episodes, server, tokenizer, args.subagents, True, args.delay))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     in_flight = args.episodes * args.subagents
