@@ -18,6 +18,11 @@
 
 :meth:`ToolRuntime.run` keeps the :class:`Tool` protocol (text out, :class:`ToolError` on failure),
 so a runtime is a drop-in replacement for the tool it wraps.
+
+A :class:`ToolBox` holds the tools of one trajectory: it routes calls by function name and, for
+:class:`~verl_parl.tools.base.SessionTool` tools, opens the trajectory's session at the first call
+and closes every session in :meth:`ToolBox.aclose` (calls to one session run one at a time, in the
+order they were made). Opening a session counts against the tool's timeout like a call does.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any, Literal
 
 import jsonschema
 
-from verl_parl.tools.base import Tool, ToolError
+from verl_parl.tools.base import Tool, ToolError, ToolSession, is_session_tool
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -42,6 +47,7 @@ __all__ = [
     "CallResult",
     "Status",
     "ToolLimits",
+    "ToolBox",
     "ToolMetrics",
     "ToolRuntime",
     "truncate",
@@ -259,8 +265,14 @@ class ToolRuntime:
             raise ToolError(result.text.removeprefix("error: "))
         return result.text
 
-    async def call(self, arguments: Any) -> CallResult:
-        """Validate, run under the limits, truncate, record; never raises (except cancellation)."""
+    @property
+    def has_sessions(self) -> bool:
+        """Whether the tool keeps per-trajectory state (see :class:`ToolBox`)."""
+        return is_session_tool(self.tool)
+
+    async def call(self, arguments: Any, session: ToolSession | None = None) -> CallResult:
+        """Validate, run under the limits (in ``session`` when given), truncate, record; never raises
+        (except cancellation)."""
         start = time.perf_counter()
         problems = self._validator.problems(arguments)
         if problems:
@@ -268,13 +280,33 @@ class ToolRuntime:
             return self._finish(text, "invalid", start, start)
         async with self._semaphore():
             queued = time.perf_counter()
-            status, text = await self._execute(arguments)
+            status, text = await self._execute(arguments, session)
         return self._finish(text, status, start, queued)
 
-    async def _execute(self, arguments: dict[str, Any]) -> tuple[Status, str]:
-        self._in_flight += 1
+    async def open_session(self) -> ToolSession:
+        """A new session of the wrapped session tool, opened within the tool's timeout.
+
+        Raises :class:`ToolError` (with the reason) when the tool has no sessions or opening fails.
+        """
+        opener = getattr(self.tool, "open_session", None)
+        if opener is None:
+            raise ToolError(f"{self.name} keeps no per-trajectory state")
         try:
-            text = await asyncio.wait_for(self.tool.run(arguments), timeout=self.limits.timeout_s)
+            session = await asyncio.wait_for(opener(), timeout=self.limits.timeout_s)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise ToolError(f"{self.name} could not start a session within {self.limits.timeout_s:g} s") from None
+        except ToolError:
+            raise
+        except Exception as exc:
+            logger.exception("tool %s failed to open a session", self.name)
+            raise ToolError(f"{self.name} could not start a session ({type(exc).__name__}: {exc})") from exc
+        return session  # type: ignore[no-any-return]
+
+    async def _execute(self, arguments: dict[str, Any], session: ToolSession | None) -> tuple[Status, str]:
+        self._in_flight += 1
+        runner = session if session is not None else self.tool
+        try:
+            text = await asyncio.wait_for(runner.run(arguments), timeout=self.limits.timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
             return "timeout", f"error: {self.name} timed out after {self.limits.timeout_s:g} s"
         except ToolError as exc:
@@ -294,3 +326,69 @@ class ToolRuntime:
         metrics = CallMetrics(self.name, status, end - start, queued - start, truncated, len(text))
         self.metrics.add(metrics)
         return CallResult(text, metrics)
+
+
+class ToolBox:
+    """The tools one trajectory may call, by function name; see the module docstring.
+
+    Use it as ``async with ToolBox(runtimes) as box: await box.call(name, args)``, or call
+    :meth:`aclose` in a ``finally``: sessions must not outlive their trajectory.
+    """
+
+    def __init__(self, runtimes: Iterable[ToolRuntime]) -> None:
+        self.runtimes = {tool_name(r.schema): r for r in runtimes}
+        self._sessions: dict[str, ToolSession] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    @property
+    def schemas(self) -> list[dict[str, Any]]:
+        return [r.schema for r in self.runtimes.values()]
+
+    @property
+    def open_sessions(self) -> int:
+        return len(self._sessions)
+
+    async def call(self, name: str, arguments: Any) -> CallResult:
+        """Call tool ``name``; an unknown name or a session that will not open is an error result."""
+        runtime = self.runtimes.get(name)
+        if runtime is None:
+            start = time.perf_counter()
+            known = ", ".join(sorted(self.runtimes)) or "none"
+            return _unrouted(name, f"error: unknown tool {name!r} (available: {known})", "invalid", start)
+        if not runtime.has_sessions:
+            return await runtime.call(arguments)
+        if self._closed:
+            return _unrouted(name, f"error: {name} is closed: the trajectory has ended", "error", time.perf_counter())
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock:  # one call at a time per session, in call order
+            start = time.perf_counter()
+            if name not in self._sessions:
+                try:
+                    self._sessions[name] = await runtime.open_session()
+                except ToolError as exc:
+                    result = _unrouted(name, f"error: {exc}", "error", start)
+                    runtime.metrics.add(result.metrics)
+                    return result
+            return await runtime.call(arguments, self._sessions[name])
+
+    async def aclose(self) -> None:
+        """Close every session opened so far (idempotent; errors are logged, never raised)."""
+        self._closed = True
+        sessions, self._sessions = list(self._sessions.items()), {}
+        for name, session in sessions:
+            try:
+                await session.close()
+            except Exception:
+                logger.exception("closing the %s session failed", name)
+
+    async def __aenter__(self) -> ToolBox:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.shield(self.aclose())
+
+
+def _unrouted(name: str, text: str, status: Status, start: float) -> CallResult:
+    elapsed = time.perf_counter() - start
+    return CallResult(text, CallMetrics(name, status, elapsed, 0.0, False, len(text)))
