@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from verl_parl.tools.base import ToolError
-from verl_parl.tools.runtime import ToolLimits, ToolMetrics, ToolRuntime, truncate, validate_arguments
+from verl_parl.tools.runtime import ToolBox, ToolLimits, ToolMetrics, ToolRuntime, truncate, validate_arguments
 
 
 def schema(name: str = "echo") -> dict[str, Any]:
@@ -182,3 +182,105 @@ async def test_registered_tool_through_verl_tool_config(tmp_path: Any) -> None:
     response, _, metrics = await tool.execute(instance, {"expression": "1 / 0"})
     assert metrics["status"] == "error" and "division by zero" in response.text
     assert tool.runtime.metrics.summary()["tool/calculator/calls"] == 3
+
+
+class Kernel:
+    """A fake session tool: each session counts its own calls; closed sessions are recorded."""
+
+    def __init__(self, fail_open: bool = False) -> None:
+        self.schema = schema("kernel")
+        self.opened = 0
+        self.closed: list[int] = []
+        self.fail_open = fail_open
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        session = await self.open_session()
+        try:
+            return await session.run(arguments)
+        finally:
+            await session.close()
+
+    async def open_session(self) -> KernelSession:
+        if self.fail_open:
+            raise RuntimeError("no kernel available")
+        self.opened += 1
+        return KernelSession(self, self.opened)
+
+
+class KernelSession:
+    def __init__(self, tool: Kernel, number: int) -> None:
+        self.tool, self.number, self.calls = tool, number, []
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        await asyncio.sleep(0)
+        self.calls.append(arguments["text"])
+        return f"session {self.number}: {' '.join(self.calls)}"
+
+    async def close(self) -> None:
+        if self.number not in self.tool.closed:
+            self.tool.closed.append(self.number)
+
+
+async def test_toolbox_keeps_one_session_per_trajectory_in_call_order() -> None:
+    kernel = Kernel()
+    runtime = ToolRuntime(kernel)
+    async with ToolBox([runtime, Echo()]) as first, ToolBox([runtime]) as second:
+        results = await asyncio.gather(*(first.call("kernel", {"text": t}) for t in "abc"))
+        assert [r.text for r in results] == ["session 1: a", "session 1: a b", "session 1: a b c"]
+        assert (await second.call("kernel", {"text": "z"})).text == "session 2: z"
+        assert (await first.call("echo", {"text": "hi"})).text == "hi"  # stateless tools need no session
+        assert first.open_sessions == 1 and kernel.closed == []
+    assert sorted(kernel.closed) == [1, 2] and kernel.opened == 2
+    after = await first.call("kernel", {"text": "late"})
+    assert after.metrics.status == "error" and "trajectory has ended" in after.text
+    assert kernel.opened == 2  # no session reopened after the end
+
+
+async def test_toolbox_errors_are_results_not_exceptions() -> None:
+    box = ToolBox([Kernel(fail_open=True)])
+    unknown = await box.call("nope", {})
+    assert unknown.metrics.status == "invalid" and "unknown tool 'nope' (available: kernel)" in unknown.text
+    failed = await box.call("kernel", {"text": "x"})
+    assert (
+        failed.metrics.status == "error"
+        and "could not start a session (RuntimeError: no kernel available)" in failed.text
+    )
+    invalid = await box.call("kernel", {})
+    assert invalid.metrics.status == "invalid"  # validation happens before any session is opened
+    assert box.runtimes["kernel"].metrics.summary()["tool/kernel/calls"] == 2
+    await box.aclose()
+
+
+async def test_session_tool_standalone_run_is_a_one_call_session() -> None:
+    kernel = Kernel()
+    result = await ToolRuntime(kernel).call({"text": "solo"})
+    assert result.text == "session 1: solo" and kernel.closed == [1]
+
+
+async def test_registered_tool_keeps_a_session_per_verl_trajectory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from verl_parl.tools import verl_tool
+
+    kernel = Kernel()
+    monkeypatch.setattr(verl_tool, "build_tool", lambda name, options=None: kernel)
+    tool = verl_tool.RegisteredTool({"name": "kernel"}, None)
+
+    class Trajectory:  # stands in for verl's AgentData: one object per trajectory
+        pass
+
+    one, two = Trajectory(), Trajectory()
+    # verl's tool_agent creates and releases an instance around every call
+    for trajectory, text in [(one, "a"), (two, "x"), (one, "b")]:
+        instance, _ = await tool.create()
+        response, _, metrics = await tool.execute(instance, {"text": text}, agent_data=trajectory)
+        await tool.release(instance)
+    assert response.text == "session 1: a b" and metrics["status"] == "ok"
+    assert tool.open_sessions == 2
+    del one, trajectory
+    gc.collect()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert kernel.closed == [1] and tool.open_sessions == 1
+    response, _, _ = await tool.execute("id", {"text": "q"})  # no trajectory: a session of its own
+    assert response.text == "session 3: q" and 3 in kernel.closed

@@ -25,6 +25,7 @@ from verl_parl.swarm.calls import (
 )
 from verl_parl.swarm.subagent import GenerateBackend, SubagentLimits, SubagentResult, run_subagent, run_tool
 from verl_parl.tools.base import Tool
+from verl_parl.tools.runtime import ToolBox
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class SwarmEpisode:
     results: list[SubagentResult] = field(default_factory=list)
     budget_exhausted: bool = False
     log: list[dict[str, Any]] = field(default_factory=list)  # per stage: calls, observations, timing
+    _direct_box: ToolBox | None = field(default=None, init=False, repr=False)
     hooks: Any = None  # pluggy hook relay: verl_parl_subagent_start / _finish
 
     @property
@@ -182,4 +184,11 @@ class SwarmEpisode:
         return result
 
     async def _direct(self, call: ToolCall) -> str:
-        return await run_tool(self.direct_tools, call)
+        if self._direct_box is None:
+            self._direct_box = ToolBox(self.direct_tools.values())
+        return await run_tool(self._direct_box, call)
+
+    async def aclose(self) -> None:
+        """Close the orchestrator's tool sessions (call once the episode ends)."""
+        if self._direct_box is not None:
+            await self._direct_box.aclose()

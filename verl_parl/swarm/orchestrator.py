@@ -53,6 +53,16 @@ class ParlSwarmAgentLoop(AgentLoopBase):
             hooks=self.hooks,
         )
         state = _TokenState(messages=list(kwargs["raw_prompt"]), request_id=uuid4().hex)
+        try:
+            await self._run_episode(state, episode, sampling_params)
+        finally:
+            await episode.aclose()
+        episode.record_final_turn()
+        output = self._output(state, episode)
+        self._maybe_trace(state, episode, kwargs)
+        return output
+
+    async def _run_episode(self, state: _TokenState, episode: SwarmEpisode, sampling_params: dict[str, Any]) -> None:
         state.prompt_ids = await self.ct_build_initial_tokens(state.messages, tools=episode.tool_schemas)
         for _ in range(self.settings.limits.max_orchestrator_steps):
             final = not episode.budget_left()
@@ -66,10 +76,6 @@ class ParlSwarmAgentLoop(AgentLoopBase):
             await self._append_messages(state, [{"role": "tool", "content": o} for o in observations], episode)
             if self._full(state):
                 break
-        episode.record_final_turn()
-        output = self._output(state, episode)
-        self._maybe_trace(state, episode, kwargs)
-        return output
 
     def _maybe_trace(self, state: _TokenState, episode: SwarmEpisode, kwargs: dict[str, Any]) -> None:
         run_dir = OmegaConf.select(self.config, "parl.output_dir")

@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from verl_parl.swarm.calls import CallError, ToolCall, check_arguments, parse_tool_calls
+from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.swarm.prompts import PromptBuilder
-from verl_parl.tools.base import Tool, ToolError
+from verl_parl.tools.base import Tool
+from verl_parl.tools.runtime import ToolBox
 
 
 class GenerateBackend(Protocol):
@@ -64,20 +65,11 @@ def truncate_tokens(tokenizer: Any, text: str, budget: int) -> str:
     return tokenizer.decode(ids[:budget]) + f" …[truncated to {budget} tokens]"
 
 
-async def run_tool(tools: dict[str, Tool], call: ToolCall | CallError) -> str:
-    """Run one parsed call against ``tools``; every failure becomes the error text the model reads."""
+async def run_tool(tools: ToolBox, call: ToolCall | CallError) -> str:
+    """Run one parsed call in ``tools``; every failure becomes the error text the model reads."""
     if isinstance(call, CallError):
         return call.message
-    tool = tools.get(call.name)
-    if tool is None:
-        return f"error: unknown tool {call.name!r}; available: {sorted(tools)}"
-    problem = check_arguments(call, tool.schema)
-    if problem:
-        return problem
-    try:
-        return await tool.run(call.arguments)
-    except ToolError as exc:
-        return f"error: {exc}"
+    return (await tools.call(call.name, call.arguments)).text
 
 
 def assistant_message(content: str, calls: list[ToolCall | CallError]) -> dict[str, Any]:
@@ -94,11 +86,11 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
     backend: GenerateBackend,
     tokenizer: Any,
     messages: list[dict[str, Any]],
-    tools: dict[str, Tool],
+    tools: ToolBox,
     limits: SubagentLimits,
     sampling_params: dict[str, Any],
 ) -> None:
-    prompt = PromptBuilder(tokenizer, messages, [t.schema for t in tools.values()])
+    prompt = PromptBuilder(tokenizer, messages, tools.schemas)
     params = {**sampling_params, "max_tokens": limits.max_new_tokens}
     while result.steps < limits.max_steps:
         generated = await backend.generate(list(prompt.ids), dict(params))
@@ -133,14 +125,16 @@ async def run_subagent(
     limits: SubagentLimits,
     sampling_params: dict[str, Any],
 ) -> SubagentResult:
-    """Run one subagent to its final message; every failure becomes a failure message."""
+    """Run one subagent to its final message; every failure becomes a failure message. Session
+    tools get one session for this subagent, closed when it ends."""
     result = SubagentResult(name=name, message="", status="error")
     messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": task}]
     started = time.monotonic()
     try:
-        await asyncio.wait_for(
-            _loop(result, backend, tokenizer, messages, tools, limits, sampling_params), limits.timeout_s
-        )
+        async with ToolBox(tools.values()) as box:
+            await asyncio.wait_for(
+                _loop(result, backend, tokenizer, messages, box, limits, sampling_params), limits.timeout_s
+            )
     except TimeoutError:
         result.status = "timeout"
         result.message = f"subagent {name!r} failed: timed out after {limits.timeout_s:g} s"

@@ -274,14 +274,22 @@ class ToolRuntime:
         """Validate, run under the limits (in ``session`` when given), truncate, record; never raises
         (except cancellation)."""
         start = time.perf_counter()
-        problems = self._validator.problems(arguments)
-        if problems:
-            text = f"error: invalid arguments for {self.name}: " + "; ".join(problems)
-            return self._finish(text, "invalid", start, start)
+        refused = self.refuse(arguments, start)
+        if refused is not None:
+            return refused
         async with self._semaphore():
             queued = time.perf_counter()
             status, text = await self._execute(arguments, session)
         return self._finish(text, status, start, queued)
+
+    def refuse(self, arguments: Any, start: float | None = None) -> CallResult | None:
+        """The recorded ``invalid`` result when ``arguments`` break the schema, else None."""
+        problems = self._validator.problems(arguments)
+        if not problems:
+            return None
+        start = time.perf_counter() if start is None else start
+        text = f"error: invalid arguments for {self.name}: " + "; ".join(problems)
+        return self._finish(text, "invalid", start, start)
 
     async def open_session(self) -> ToolSession:
         """A new session of the wrapped session tool, opened within the tool's timeout.
@@ -332,10 +340,12 @@ class ToolBox:
     """The tools one trajectory may call, by function name; see the module docstring.
 
     Use it as ``async with ToolBox(runtimes) as box: await box.call(name, args)``, or call
-    :meth:`aclose` in a ``finally``: sessions must not outlive their trajectory.
+    :meth:`aclose` in a ``finally``: sessions must not outlive their trajectory. Tools that are not
+    yet in a :class:`ToolRuntime` get one with the default limits.
     """
 
-    def __init__(self, runtimes: Iterable[ToolRuntime]) -> None:
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        runtimes = [t if isinstance(t, ToolRuntime) else ToolRuntime(t) for t in tools]
         self.runtimes = {tool_name(r.schema): r for r in runtimes}
         self._sessions: dict[str, ToolSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -358,6 +368,9 @@ class ToolBox:
             return _unrouted(name, f"error: unknown tool {name!r} (available: {known})", "invalid", start)
         if not runtime.has_sessions:
             return await runtime.call(arguments)
+        refused = runtime.refuse(arguments)
+        if refused is not None:  # no session is opened for a call that cannot run
+            return refused
         if self._closed:
             return _unrouted(name, f"error: {name} is closed: the trajectory has ended", "error", time.perf_counter())
         lock = self._locks.setdefault(name, asyncio.Lock())
