@@ -23,7 +23,14 @@ from verl_parl.swarm.calls import (
     ToolCall,
     check_arguments,
 )
-from verl_parl.swarm.subagent import GenerateBackend, SubagentLimits, SubagentResult, run_subagent, run_tool
+from verl_parl.swarm.subagent import (
+    GenerateBackend,
+    SubagentContext,
+    SubagentLimits,
+    SubagentResult,
+    run_subagent,
+    run_tool,
+)
 from verl_parl.tools.base import Tool
 from verl_parl.tools.runtime import ToolBox
 
@@ -61,6 +68,7 @@ class SwarmEpisode:
     log: list[dict[str, Any]] = field(default_factory=list)  # per stage: calls, observations, timing
     _direct_box: ToolBox | None = field(default=None, init=False, repr=False)
     hooks: Any = None  # pluggy hook relay: verl_parl_subagent_start / _finish
+    context: SubagentContext | None = None  # parl.context.subagent
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -176,6 +184,7 @@ class SwarmEpisode:
             tools=self.subagent_tools,
             limits=self.limits.subagent,
             sampling_params=self.sampling_params,
+            context=self.context,
         )
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_finish(

@@ -147,6 +147,11 @@ class PromptBuilder:
         self.segment = segment_for(tokenizer)
         self.ids = initial_ids(tokenizer, messages, schemas)
 
+    def reset(self, messages: list[dict[str, Any]]) -> None:
+        """Start over from ``messages`` (a context policy rewrote the history)."""
+        self.messages = messages
+        self.ids = render_ids(self.tokenizer, messages, self.schemas)
+
     def extend(self, generated: list[int] | str, assistant: dict[str, Any], observations: list[str]) -> None:
         """Append the assistant turn (as generated) and its tool responses, plus a generation prompt."""
         self.messages.append(assistant)

@@ -12,6 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
+from verl_parl.context.settings import ContextSettings
+from verl_parl.context.summarizer import make_summarizer
 from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.swarm.prompts import PromptBuilder
 from verl_parl.tools.base import Tool
@@ -50,6 +53,7 @@ class SubagentResult:
     tool_calls: int = 0
     tokens: int = 0
     seconds: float = 0.0
+    context_resets: int = 0
     trace: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -81,6 +85,18 @@ def assistant_message(content: str, calls: list[ToolCall | CallError]) -> dict[s
     return {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
 
 
+@dataclass(frozen=True)
+class SubagentContext:
+    """Context management of subagents: ``parl.context.subagent`` and the frozen server's window."""
+
+    settings: ContextSettings
+    window: int
+
+    @property
+    def managed(self) -> bool:
+        return self.settings.managed
+
+
 async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-only API
     result: SubagentResult,
     backend: GenerateBackend,
@@ -89,8 +105,12 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
     tools: ToolBox,
     limits: SubagentLimits,
     sampling_params: dict[str, Any],
+    context: SubagentContext | None,
 ) -> None:
-    prompt = PromptBuilder(tokenizer, messages, tools.schemas)
+    policy = context.settings.build() if context is not None and context.managed else NoPolicy()
+    schemas = [*tools.schemas, *policy.tool_schemas]
+    own = {schema["function"]["name"] for schema in policy.tool_schemas}
+    prompt = PromptBuilder(tokenizer, messages, schemas)
     params = {**sampling_params, "max_tokens": limits.max_new_tokens}
     while result.steps < limits.max_steps:
         generated = await backend.generate(list(prompt.ids), dict(params))
@@ -106,12 +126,28 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
             result.message, result.status = content or text.strip(), "ok"
             return
         result.tool_calls += len(calls)
-        observations = await asyncio.gather(*(run_tool(tools, call) for call in calls))
+        observations = await asyncio.gather(*(_observe(tools, policy, own, call) for call in calls))
         prompt.extend(generated, assistant_message(content, calls), list(observations))
+        if (
+            context is not None
+            and context.managed
+            and (policy.pending or len(prompt.ids) >= context.settings.threshold(context.window))
+        ):
+            summarize = make_summarizer(backend, tokenizer, context.settings.summary_max_tokens, sampling_params)
+            rewritten = await policy.rewrite(list(prompt.messages), RewriteContext(summarize=summarize))
+            if rewritten is not None:
+                prompt.reset(rewritten)
+                result.context_resets += 1
     result.status = "step_budget"
     result.message = (
         f"subagent {result.name!r} stopped: step budget of {limits.max_steps} exhausted before a final answer"
     )
+
+
+async def _observe(tools: ToolBox, policy: ContextPolicy, own: set[str], call: ToolCall | CallError) -> str:
+    if isinstance(call, ToolCall) and call.name in own:
+        return policy.handle_call(call.name, call.arguments)
+    return policy.label(await run_tool(tools, call))
 
 
 async def run_subagent(
@@ -124,6 +160,7 @@ async def run_subagent(
     tools: dict[str, Tool],
     limits: SubagentLimits,
     sampling_params: dict[str, Any],
+    context: SubagentContext | None = None,
 ) -> SubagentResult:
     """Run one subagent to its final message; every failure becomes a failure message. Session
     tools get one session for this subagent, closed when it ends."""
@@ -133,7 +170,7 @@ async def run_subagent(
     try:
         async with ToolBox(tools.values()) as box:
             await asyncio.wait_for(
-                _loop(result, backend, tokenizer, messages, box, limits, sampling_params), limits.timeout_s
+                _loop(result, backend, tokenizer, messages, box, limits, sampling_params, context), limits.timeout_s
             )
     except TimeoutError:
         result.status = "timeout"

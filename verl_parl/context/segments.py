@@ -1,0 +1,205 @@
+"""Trainable segments: exact training data for agents whose history a context policy rewrites.
+
+While a trajectory only grows, the tokens the server sees are one prefix continuation, and one
+``AgentLoopOutput`` holds the whole episode. When a policy rewrites the history, the next prompt is
+no longer a continuation of the previous one, so :class:`SegmentedAgentLoop` closes the current
+**segment** and opens a new one. Each segment becomes one ``AgentLoopOutput`` whose prompt tokens
+are exactly the tokens the server received at the segment's first generation, and whose response
+mask is 1 exactly on tokens the model generated in that segment (0 on tool responses). verl's v1
+TransferQueue path accepts the list and gives every segment the episode's reward.
+
+Episode-level fields (``parl_*``: accounting, context metrics) are put on the last segment only,
+so that the batch means verl-parl logs are per episode, not per segment. The reward is computed on
+the last segment, which holds the final answer.
+
+When a segment should end: once the next prompt reaches the policy's threshold, when the policy asks
+(a model-driven policy after the agent chose what to drop), or when less than a quarter of the
+segment's response budget (``data.max_response_length``) remains. Every generation is capped to the
+segment's remaining budget, so no segment is ever truncated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
+
+from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
+from verl_parl.context.settings import ContextSettings
+
+
+@dataclass
+class Segment:
+    """One trainable segment: ``ids[:prompt_len]`` is the prompt, the rest the response."""
+
+    ids: list[int]
+    prompt_len: int
+    response_mask: list[int] = field(default_factory=list)
+    response_logprobs: list[float] = field(default_factory=list)
+    turns: int = 0
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.ids[: self.prompt_len]
+
+    @property
+    def response_ids(self) -> list[int]:
+        return self.ids[self.prompt_len :]
+
+
+@dataclass
+class Episode:
+    """Token state of one episode of a segmented agent loop."""
+
+    messages: list[Message]
+    policy: ContextPolicy
+    request_id: str = field(default_factory=lambda: uuid4().hex)
+    segment: Segment | None = None
+    finished: list[Segment] = field(default_factory=list)
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+    turns: int = 0
+    turn_log: list[dict[str, Any]] = field(default_factory=list)
+    resets: int = 0
+    max_context: int = 0
+    unmanaged_tokens: int = 0  # what the context would hold had nothing been rewritten
+    beyond_window: int = 0  # turns taken while the unmanaged context exceeded the window
+    context_exceeded: bool = False
+
+    @property
+    def current(self) -> Segment:
+        assert self.segment is not None, "the episode has not started"
+        return self.segment
+
+    def context_fields(self) -> dict[str, float]:
+        segments = len(self.finished) + (1 if self.segment is not None and self.segment.response_ids else 0)
+        return {
+            "parl_context_resets": float(self.resets),
+            "parl_context_segments": float(segments),
+            "parl_context_max_tokens": float(self.max_context),
+            "parl_context_beyond_window": float(self.beyond_window),
+            "parl_context_exceeded": float(self.context_exceeded),
+        }
+
+
+class SegmentedAgentLoop(AgentLoopBase):
+    """An agent loop base that keeps token state in segments; see the module docstring.
+
+    Subclasses call :meth:`_begin`, then per turn :meth:`_generate`, :meth:`_append` and
+    :meth:`_manage`, and finally return :meth:`_outputs`.
+    """
+
+    context: ContextSettings
+
+    def _window(self) -> int:
+        return self.context.window(self.rollout_config.prompt_length + self.rollout_config.response_length)
+
+    async def _begin(self, state: Episode, tools: list[dict[str, Any]]) -> None:
+        ids = await self.ct_build_initial_tokens(state.messages, tools=tools or None)
+        state.segment = Segment(ids=list(ids), prompt_len=len(ids))
+        state.max_context = max(state.max_context, len(ids))
+        if not state.unmanaged_tokens:
+            state.unmanaged_tokens = len(ids)
+
+    def _room(self, state: Episode) -> int:
+        """Tokens the current segment may still generate or receive."""
+        segment = state.current
+        return min(
+            self.rollout_config.response_length - len(segment.response_mask),
+            self._window() - len(segment.ids),
+        )
+
+    async def _generate(self, state: Episode, sampling_params: dict[str, Any]) -> list[int]:
+        """One model turn in the current segment (capped to its room); returns the generated ids."""
+        segment = state.current
+        params = {**sampling_params, "max_tokens": max(1, self._room(state))}
+        if state.unmanaged_tokens > self._window():
+            state.beyond_window += 1
+        output = await self.server_manager.generate(
+            request_id=state.request_id, prompt_ids=list(segment.ids), sampling_params=params
+        )
+        state.extra_fields.update(output.extra_fields)
+        keep_logprobs = bool(segment.response_logprobs or output.log_probs)
+        merged, segment.response_mask, logprobs = await self.ct_merge_assistant_token(
+            segment.ids,
+            output.token_ids,
+            segment.response_mask,
+            segment.response_logprobs if keep_logprobs else None,
+            assistant_logprobs=output.log_probs or None,
+        )
+        self._grow(state, segment, list(merged.token_ids))
+        segment.response_logprobs = list(logprobs or [])
+        segment.turns += 1
+        state.turns += 1
+        return list(output.token_ids)
+
+    async def _append(self, state: Episode, new: list[Message], tools: list[dict[str, Any]]) -> None:
+        """Add ``new`` messages (tool results, a user note) to the history and the segment."""
+        segment = state.current
+        previous = list(state.messages)
+        state.messages.extend(new)
+        merged, segment.response_mask, logprobs = await self.ct_merge_context_msg(
+            previous,
+            state.messages,
+            segment.ids,
+            segment.response_mask,
+            segment.response_logprobs or None,
+            tools=tools or None,
+        )
+        self._grow(state, segment, list(merged.token_ids))
+        if segment.response_logprobs:
+            segment.response_logprobs = list(logprobs or [])
+
+    def _grow(self, state: Episode, segment: Segment, ids: list[int]) -> None:
+        state.unmanaged_tokens += len(ids) - len(segment.ids)
+        segment.ids = ids
+        state.max_context = max(state.max_context, len(ids))
+
+    def _should_manage(self, state: Episode) -> bool:
+        segment = state.current
+        reserve = max(1, self.rollout_config.response_length // 4)
+        return (
+            state.policy.pending
+            or len(segment.ids) >= self.context.threshold(self._window())
+            or self.rollout_config.response_length - len(segment.response_mask) < reserve
+        )
+
+    async def _manage(self, state: Episode, tools: list[dict[str, Any]], ctx: RewriteContext) -> bool:
+        """Apply the policy when it is due; False when the episode cannot go on (context full)."""
+        if self.context.managed and self._should_manage(state):
+            rewritten = await state.policy.rewrite(list(state.messages), ctx)
+            if rewritten is not None:
+                state.finished.append(state.current)
+                state.messages = rewritten
+                state.resets += 1
+                await self._begin(state, tools)
+        if self._room(state) <= 0 or len(state.current.ids) >= self._window():
+            state.context_exceeded = True
+            return False
+        return True
+
+    def _outputs(self, state: Episode, episode_fields: dict[str, Any]) -> AgentLoopOutput | list[AgentLoopOutput]:
+        """One output per non-empty segment; ``episode_fields`` and context metrics on the last."""
+        segments = [s for s in [*state.finished, state.segment] if s is not None and s.response_ids]
+        if not segments:  # nothing generated at all: one empty-response output keeps verl's shapes
+            segments = [state.current]
+        outputs = []
+        for i, segment in enumerate(segments):
+            last = i == len(segments) - 1
+            extra = dict(state.extra_fields)
+            if last:
+                extra.update(episode_fields)
+                extra.update(state.context_fields())
+            outputs.append(
+                AgentLoopOutput(
+                    prompt_ids=segment.prompt_ids,
+                    response_ids=segment.response_ids,
+                    response_mask=segment.response_mask,
+                    response_logprobs=segment.response_logprobs or None,
+                    num_turns=2 * segment.turns,
+                    metrics={},
+                    extra_fields=extra,
+                )
+            )
+        return outputs[0] if len(outputs) == 1 else outputs

@@ -1,0 +1,130 @@
+"""``parl.context``: which policy manages whose context, and when it triggers.
+
+Two roles, configured separately: ``agent`` (the trained agent: the ``parl_swarm`` orchestrator or
+the ``researcher`` agent) and ``subagent`` (the frozen subagents of ``parl_swarm``)::
+
+    parl:
+      context:
+        agent:    {policy: hide_tool_result, trigger_fraction: 0.75}
+        subagent: {policy: keep_recent, options: {rounds: 2}, trigger_tokens: 1024}
+
+A policy triggers once the next prompt would hold at least ``threshold`` tokens: ``trigger_tokens``
+when set, else ``trigger_fraction`` of the context window (``context_length``; by default the
+trained agent's window is ``data.max_prompt_length + data.max_response_length`` and a subagent's is
+``parl.subagent.max_model_len``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_parl.context.policies import ContextPolicy
+
+ROLES = ("agent", "subagent")
+SUMMARIZERS = ("frozen", "policy")
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """One role's context management; see the module docstring.
+
+    Attributes:
+        policy: a registered context policy (``python -m verl_parl.plugins list`` shows them).
+        options: keyword arguments of the policy's factory (e.g. ``{rounds: 2}`` for keep_recent).
+        trigger_tokens: absolute threshold; overrides ``trigger_fraction``.
+        trigger_fraction: threshold as a fraction of ``context_length``.
+        context_length: the window in tokens; null takes the role's default.
+        summarizer: which server writes ``summarize``'s summaries: ``frozen`` (the frozen subagent
+            group; the policy server when there is none) or ``policy`` (the live policy server).
+        summary_max_tokens: longest summary.
+    """
+
+    policy: str = "none"
+    options: dict[str, Any] = field(default_factory=dict)
+    trigger_tokens: int | None = None
+    trigger_fraction: float = 0.8
+    context_length: int | None = None
+    summarizer: str = "frozen"
+    summary_max_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if self.trigger_tokens is not None and self.trigger_tokens < 1:
+            raise ValueError(f"trigger_tokens: must be a positive int, got {self.trigger_tokens}")
+        if not 0.0 < self.trigger_fraction <= 1.0:
+            raise ValueError(f"trigger_fraction: {self.trigger_fraction} is not in (0, 1]")
+        if self.context_length is not None and self.context_length < 1:
+            raise ValueError(f"context_length: must be a positive int, got {self.context_length}")
+        if self.summarizer not in SUMMARIZERS:
+            raise ValueError(f"summarizer: {self.summarizer!r} is not one of {SUMMARIZERS}")
+        if self.summary_max_tokens < 1:
+            raise ValueError(f"summary_max_tokens: must be a positive int, got {self.summary_max_tokens}")
+
+    @property
+    def managed(self) -> bool:
+        return self.policy != "none"
+
+    def window(self, default: int) -> int:
+        return self.context_length or default
+
+    def threshold(self, default_window: int) -> int:
+        """Tokens at which the policy triggers (never above the window)."""
+        window = self.window(default_window)
+        if self.trigger_tokens is not None:
+            return min(self.trigger_tokens, window)
+        return max(1, int(self.trigger_fraction * window))
+
+    def build(self) -> ContextPolicy:
+        """A fresh policy instance (policies may keep per-episode state)."""
+        from verl_parl.plugins import get_registries
+
+        policy: ContextPolicy = get_registries().context_policies.get(self.policy).factory(**self.options)
+        return policy
+
+
+def parse_context(raw: dict[str, Any]) -> dict[str, ContextSettings]:
+    """``parl.context`` dict -> settings per role; every problem in one ConfigError."""
+    from verl_parl.config import ConfigError, did_you_mean
+
+    errors = [f"parl.context.{k}: unknown role{did_you_mean(k, ROLES)}" for k in raw if k not in ROLES]
+    known = [f.name for f in fields(ContextSettings)]
+    out: dict[str, ContextSettings] = {}
+    for role in ROLES:
+        section = dict(raw.get(role) or {})
+        bad = [f"parl.context.{role}.{k}: unknown key{did_you_mean(k, known)}" for k in section if k not in known]
+        if bad:
+            errors += bad
+            continue
+        section["options"] = dict(section.get("options") or {})
+        try:
+            out[role] = ContextSettings(**section)
+        except (TypeError, ValueError) as exc:
+            errors.append(f"parl.context.{role}: {exc}")
+    if errors:
+        raise ConfigError(errors)
+    return out
+
+
+def check_policies(settings: dict[str, ContextSettings]) -> list[str]:
+    """Errors for policies that are not registered or whose options their factory rejects."""
+    from verl_parl.registry import UnknownNameError
+
+    errors = []
+    for role, s in settings.items():
+        try:
+            s.build()
+        except UnknownNameError as exc:
+            errors.append(f"parl.context.{role}.policy: {exc}")
+        except (TypeError, ValueError) as exc:
+            errors.append(f"parl.context.{role}.options: {s.policy}: {exc}")
+    return errors
+
+
+def context_settings(config: DictConfig) -> dict[str, ContextSettings]:
+    """Settings from the trainer config's ``parl.context`` (``none`` for both roles when absent)."""
+    node = OmegaConf.select(config, "parl.context", default=None)
+    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    assert isinstance(raw, dict)
+    return parse_context(raw)

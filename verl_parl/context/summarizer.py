@@ -1,0 +1,29 @@
+"""The ``summarize`` policy's summariser: one chat turn on a generate backend (frozen group or policy)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from verl_parl.swarm.prompts import render_ids
+
+if TYPE_CHECKING:
+    from verl_parl.swarm.subagent import GenerateBackend
+
+
+def make_summarizer(
+    backend: GenerateBackend, tokenizer: Any, max_tokens: int, sampling_params: dict[str, Any] | None = None
+) -> Callable[[str], Awaitable[str]]:
+    """``async (prompt) -> summary``: ``prompt`` as a user turn, at most ``max_tokens`` generated.
+
+    The summary is never trained on (it enters the next segment's prompt), so it is generated without
+    log-probabilities.
+    """
+    params = {**(sampling_params or {}), "max_tokens": max_tokens, "logprobs": False}
+
+    async def summarize(prompt: str) -> str:
+        ids = render_ids(tokenizer, [{"role": "user", "content": prompt}], None)
+        generated = await backend.generate(ids, dict(params))
+        return generated if isinstance(generated, str) else tokenizer.decode(generated, skip_special_tokens=True)
+
+    return summarize
