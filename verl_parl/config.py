@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from verl_parl.rewards.config import ParlRewardConfig
 
 EMBEDDED_TASKS = ("arithmetic",)
-EMBEDDED_AGENT_LOOPS = ("tool_agent", "parl_swarm")
+EMBEDDED_AGENT_LOOPS = ("tool_agent", "parl_swarm", "researcher")
 PROFILES = ("cpu", "gpu")
 
 
@@ -72,6 +72,8 @@ class ParlConfig:
     embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
     swarm: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.swarm.config.parse_swarm
     subagent: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.context.settings.parse_context
+    researcher: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.agents.researcher
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
 
     def __post_init__(self) -> None:
@@ -126,6 +128,7 @@ def parse_parl(section: DictConfig) -> ParlConfig:
         parse_swarm(raw.get("swarm") or {}, raw.get("subagent") or {}, default_model_path=None)
     except ConfigError as exc:
         errors.extend(exc.errors)
+    errors.extend(_context_errors(raw.get("context") or {}, raw.get("researcher") or {}))
     try:
         reward_cfg = _reward_config(reward)
     except ConfigError as exc:
@@ -138,6 +141,18 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     if errors:
         raise ConfigError(errors)
     return parl
+
+
+def _context_errors(context: dict[str, Any], researcher: dict[str, Any]) -> list[str]:
+    from verl_parl.agents.researcher import parse_researcher
+    from verl_parl.context.settings import context_errors
+
+    errors = context_errors(context)
+    try:
+        parse_researcher(researcher)
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+    return errors
 
 
 def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type) -> list[str]:
@@ -301,6 +316,17 @@ def check_trainer_mode(cfg: DictConfig) -> list[str]:
     return []
 
 
+def check_segments(cfg: DictConfig) -> list[str]:
+    """A context policy splits episodes into several outputs, which only verl's v1 trainer accepts."""
+    policy = OmegaConf.select(cfg, "parl.context.agent.policy", default="none")
+    if policy != "none" and not OmegaConf.select(cfg, "trainer.use_v1", default=False):
+        return [
+            f"parl.context.agent.policy: {policy!r} returns one output per context segment, which needs "
+            "verl's v1 trainer (trainer.use_v1=true)"
+        ]
+    return []
+
+
 Check = Callable[[DictConfig], list[str]]
 CHECKS: tuple[Check, ...] = (
     check_profile,
@@ -308,6 +334,7 @@ CHECKS: tuple[Check, ...] = (
     check_paths,
     check_rollout_backend,
     check_trainer_mode,
+    check_segments,
 )
 
 

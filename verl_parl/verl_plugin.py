@@ -23,7 +23,10 @@ class VerlPluginError(RuntimeError):
 
 
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
-AGENT_LOOPS = {"parl_swarm": "verl_parl.swarm.orchestrator.ParlSwarmAgentLoop"}
+AGENT_LOOPS = {
+    "parl_swarm": "verl_parl.swarm.orchestrator.ParlSwarmAgentLoop",
+    "researcher": "verl_parl.agents.researcher.ResearcherAgentLoop",
+}
 
 
 def _register_agent_loops(module: Any) -> None:

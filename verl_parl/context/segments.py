@@ -10,7 +10,9 @@ TransferQueue path accepts the list and gives every segment the episode's reward
 
 Episode-level fields (``parl_*``: accounting, context metrics) are put on the last segment only,
 so that the batch means verl-parl logs are per episode, not per segment. The reward is computed on
-the last segment, which holds the final answer.
+the last segment, which holds the final answer. Every segment carries ``segment_index``,
+``segment_first_turn`` (the episode-wide index of its first turn) and ``episode_turns``, which is
+what per-turn rewards (Kimi-Researcher's gamma decay) need to find each turn's place.
 
 When a segment should end: once the next prompt reaches the policy's threshold, when the policy asks
 (a model-driven policy after the agent chose what to drop), or when less than a quarter of the
@@ -66,6 +68,7 @@ class Episode:
     unmanaged_tokens: int = 0  # what the context would hold had nothing been rewritten
     beyond_window: int = 0  # turns taken while the unmanaged context exceeded the window
     context_exceeded: bool = False
+    first_turns: list[int] = field(default_factory=list)  # episode-wide index of each segment's first turn
 
     @property
     def current(self) -> Segment:
@@ -113,6 +116,8 @@ class SegmentedAgentLoop(AgentLoopBase):
     async def _generate(self, state: Episode, sampling_params: dict[str, Any]) -> list[int]:
         """One model turn in the current segment (capped to its room); returns the generated ids."""
         segment = state.current
+        if segment.turns == 0:
+            state.first_turns.append(state.turns)
         params = {**sampling_params, "max_tokens": max(1, self._room(state))}
         if state.unmanaged_tokens > self._window():
             state.beyond_window += 1
@@ -188,6 +193,11 @@ class SegmentedAgentLoop(AgentLoopBase):
         for i, segment in enumerate(segments):
             last = i == len(segments) - 1
             extra = dict(state.extra_fields)
+            extra.update(
+                segment_index=i,
+                segment_first_turn=state.first_turns[i] if i < len(state.first_turns) else 0,
+                episode_turns=state.turns,
+            )
             if last:
                 extra.update(episode_fields)
                 extra.update(state.context_fields())

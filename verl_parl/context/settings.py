@@ -86,7 +86,16 @@ class ContextSettings:
 
 def parse_context(raw: dict[str, Any]) -> dict[str, ContextSettings]:
     """``parl.context`` dict -> settings per role; every problem in one ConfigError."""
-    from verl_parl.config import ConfigError, did_you_mean
+    from verl_parl.config import ConfigError
+
+    settings, errors = _parse(raw)
+    if errors:
+        raise ConfigError(errors)
+    return settings
+
+
+def _parse(raw: dict[str, Any]) -> tuple[dict[str, ContextSettings], list[str]]:
+    from verl_parl.config import did_you_mean
 
     errors = [f"parl.context.{k}: unknown role{did_you_mean(k, ROLES)}" for k in raw if k not in ROLES]
     known = [f.name for f in fields(ContextSettings)]
@@ -102,23 +111,35 @@ def parse_context(raw: dict[str, Any]) -> dict[str, ContextSettings]:
             out[role] = ContextSettings(**section)
         except (TypeError, ValueError) as exc:
             errors.append(f"parl.context.{role}: {exc}")
-    if errors:
-        raise ConfigError(errors)
-    return out
+    return out, errors
 
 
-def check_policies(settings: dict[str, ContextSettings]) -> list[str]:
-    """Errors for policies that are not registered or whose options their factory rejects."""
+def context_errors(raw: dict[str, Any]) -> list[str]:
+    """Every problem of a ``parl.context`` dict: keys, values, unregistered policies (with a "did you
+    mean"), and options the policy's factory rejects."""
+    from verl_parl.plugins import get_registries
     from verl_parl.registry import UnknownNameError
 
-    errors = []
-    for role, s in settings.items():
+    registry = get_registries().context_policies
+    errors: list[str] = []
+    unknown: set[str] = set()
+    for role in ROLES:
+        name = (raw.get(role) or {}).get("policy", "none")
         try:
-            s.build()
+            registry.get(name)
         except UnknownNameError as exc:
             errors.append(f"parl.context.{role}.policy: {exc}")
+            unknown.add(role)
+    settings, parse_errors = _parse(raw)
+    errors += parse_errors
+    for role, s in settings.items():
+        if role in unknown:
+            continue
+        try:
+            s.build()
         except (TypeError, ValueError) as exc:
-            errors.append(f"parl.context.{role}.options: {s.policy}: {exc}")
+            message = str(exc) if str(exc).startswith(s.policy) else f"{s.policy}: {exc}"
+            errors.append(f"parl.context.{role}.options: {message}")
     return errors
 
 

@@ -61,9 +61,7 @@ def _register_estimator(module: Any) -> None:
 def _reward_infos(batch: Any) -> list[Mapping[str, Any] | None]:
     import transfer_queue as tq
 
-    data = tq.kv_batch_get(
-        keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"]
-    )
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
     infos: list[Mapping[str, Any] | None] = []
     for value in data.pop("extra_fields").tolist():
         extra = getattr(value, "data", value)

@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl_parl.swarm.episode import SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
 from verl_parl.tools.base import Tool
+from verl_parl.tools.runtime import ToolRuntime
 
 SUBAGENT_MODES = ("dedicated", "external", "shared")
 
@@ -50,15 +51,16 @@ class SwarmSettings:
     def build_tools(self, names: tuple[str, ...]) -> dict[str, Tool]:
         """Registered tools by function name, each in a :class:`ToolRuntime` shared by every episode of
         this process (so a tool's concurrency limit holds across concurrent episodes)."""
-        tools = [_runtime(name) for name in names]
+        tools = [shared_runtime(name) for name in names]
         return {tool.schema["function"]["name"]: tool for tool in tools}
 
 
-_RUNTIMES: dict[str, Tool] = {}
+_RUNTIMES: dict[str, ToolRuntime] = {}
 
 
-def _runtime(name: str) -> Tool:
-    from verl_parl.tools.runtime import ToolRuntime
+def shared_runtime(name: str) -> ToolRuntime:
+    """The registered tool ``name`` in this process's one :class:`ToolRuntime` for it (so its limits
+    hold across every concurrent episode of the process)."""
     from verl_parl.tools.verl_tool import build_tool
 
     if name not in _RUNTIMES:

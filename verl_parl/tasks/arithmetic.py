@@ -27,7 +27,7 @@ SWARM_SYSTEM_PROMPT = (
     "You are an orchestrator. Create subagents that can use a calculator, assign them the arithmetic, "
     "then give the final number."
 )
-SYSTEM_PROMPTS = {"tool_agent": SYSTEM_PROMPT, "parl_swarm": SWARM_SYSTEM_PROMPT}
+SYSTEM_PROMPTS = {"tool_agent": SYSTEM_PROMPT, "researcher": SYSTEM_PROMPT, "parl_swarm": SWARM_SYSTEM_PROMPT}
 TOOL_SCHEMA: dict[str, Any] = {
     "type": "function",
     "function": {

@@ -1,0 +1,146 @@
+"""``researcher``: a single Kimi-Researcher-style agent with tools and a context policy.
+
+Each turn the agent thinks and then acts: tool calls (run in parallel, results in call order), or a
+final answer without tool calls, which ends the episode. The context is managed by
+``parl.context.agent``; each rewrite starts a new trainable segment (see
+:mod:`verl_parl.context.segments`). Configured under ``parl.researcher``::
+
+    parl:
+      researcher:
+        tools: [search, browser, python]   # registered tools (python -m verl_parl.plugins list)
+        max_turns: 16
+
+For Kimi-Researcher's format reward the last segment's ``extra_fields`` report
+``parl_invalid_tool_calls`` (unparsable calls, unknown tools, invalid arguments),
+``parl_context_exceeded`` (the context filled up and the policy could not shorten it) and
+``parl_iterations_exceeded`` (``max_turns`` reached without a final answer), plus ``parl_turns``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, fields
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
+
+from verl_parl.context.policies import RewriteContext
+from verl_parl.context.segments import Episode, SegmentedAgentLoop
+from verl_parl.context.settings import context_settings
+from verl_parl.context.summarizer import make_summarizer
+from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
+from verl_parl.swarm.subagent import assistant_message
+from verl_parl.tools.runtime import CallResult, ToolBox, ToolRuntime
+
+AGENT_NAME = "researcher"
+
+
+@dataclass(frozen=True)
+class ResearcherSettings:
+    """``parl.researcher``: the agent's tools (registered names) and its turn limit."""
+
+    tools: tuple[str, ...] = ()
+    max_turns: int = 8
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"parl.researcher.max_turns: must be a positive int, got {self.max_turns}")
+
+
+def parse_researcher(raw: dict[str, Any]) -> ResearcherSettings:
+    """``parl.researcher`` dict -> settings; unknown keys and bad values in one ConfigError."""
+    from verl_parl.config import ConfigError, did_you_mean
+
+    known = [f.name for f in fields(ResearcherSettings)]
+    errors = [f"parl.researcher.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
+    if errors:
+        raise ConfigError(errors)
+    try:
+        return ResearcherSettings(tools=tuple(raw.get("tools") or ()), max_turns=int(raw.get("max_turns", 8)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError([str(exc)]) from None
+
+
+def researcher_settings(config: DictConfig) -> ResearcherSettings:
+    node = OmegaConf.select(config, "parl.researcher", default=None)
+    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    assert isinstance(raw, dict)
+    return parse_researcher(raw)
+
+
+class ResearcherAgentLoop(SegmentedAgentLoop):
+    """The ``researcher`` agent loop; see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from verl_parl.swarm.config import shared_runtime
+
+        self.settings = researcher_settings(self.config)
+        self.context = context_settings(self.config)["agent"]
+        self.runtimes: list[ToolRuntime] = [shared_runtime(name) for name in self.settings.tools]
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
+        from verl_parl.frozen import SharedBackend
+
+        state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
+        ctx = RewriteContext(
+            summarize=make_summarizer(
+                SharedBackend(self.server_manager), self.tokenizer, self.context.summary_max_tokens, sampling_params
+            )
+        )
+        report = _FormatReport()
+        async with ToolBox(self.runtimes) as tools:
+            schemas = [*tools.schemas, *state.policy.tool_schemas]
+            await self._begin(state, schemas)
+            answered = False
+            while state.turns < self.settings.max_turns and self._room(state) > 0:
+                calls = await self._turn(state, sampling_params)
+                if not calls:
+                    answered = True
+                    break
+                observations = await self._act(state, tools, calls, report)
+                await self._append(state, [{"role": "tool", "content": o} for o in observations], schemas)
+                if not await self._manage(state, schemas, ctx):
+                    break
+        report.iterations_exceeded = not answered and not state.context_exceeded
+        return self._outputs(state, report.fields(state.turns))
+
+    async def _turn(self, state: Episode, sampling_params: dict[str, Any]) -> list[ToolCall | CallError]:
+        generated = await self._generate(state, sampling_params)
+        text = self.tokenizer.decode(generated, skip_special_tokens=True)
+        content, calls = parse_tool_calls(text)
+        state.turn_log.append({"turn": state.turns, "tokens": len(generated), "tool_calls": len(calls)})
+        state.messages.append(assistant_message(content, calls))
+        return calls
+
+    async def _act(
+        self, state: Episode, tools: ToolBox, calls: list[ToolCall | CallError], report: _FormatReport
+    ) -> list[str]:
+        own = {schema["function"]["name"] for schema in state.policy.tool_schemas}
+
+        async def one(call: ToolCall | CallError) -> str:
+            if isinstance(call, CallError):
+                report.invalid_tool_calls += 1
+                return call.message
+            if call.name in own:
+                return state.policy.handle_call(call.name, call.arguments)
+            result: CallResult = await tools.call(call.name, call.arguments)
+            if result.metrics.status == "invalid":
+                report.invalid_tool_calls += 1
+            return state.policy.label(result.text)
+
+        return list(await asyncio.gather(*(one(c) for c in calls)))
+
+
+@dataclass
+class _FormatReport:
+    invalid_tool_calls: int = 0
+    iterations_exceeded: bool = False
+
+    def fields(self, turns: int) -> dict[str, float]:
+        return {
+            "parl_invalid_tool_calls": float(self.invalid_tool_calls),
+            "parl_iterations_exceeded": float(self.iterations_exceeded),
+            "parl_turns": float(turns),
+        }
