@@ -101,7 +101,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                     break
                 observations = await self._act(state, tools, calls, report)
                 await self._append(state, [{"role": "tool", "content": o} for o in observations], schemas)
-                if not await self._manage(state, schemas, ctx):
+                if state.turns >= self.settings.max_turns or not await self._manage(state, schemas, ctx):
                     break
         report.iterations_exceeded = not answered and not state.context_exceeded
         return self._outputs(state, report.fields(state.turns))

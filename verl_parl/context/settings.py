@@ -118,20 +118,21 @@ def context_errors(raw: dict[str, Any]) -> list[str]:
     """Every problem of a ``parl.context`` dict: keys, values, unregistered policies (with a "did you
     mean"), and options the policy's factory rejects."""
     from verl_parl.plugins import get_registries
-    from verl_parl.registry import UnknownNameError
+    from verl_parl.registry import PluginError, UnknownNameError
 
-    registry = get_registries().context_policies
-    errors: list[str] = []
+    settings, errors = _parse(raw)
+    try:
+        registry = get_registries().context_policies
+    except PluginError:  # the launcher reports plugins that fail to load, with their names
+        return errors
     unknown: set[str] = set()
     for role in ROLES:
         name = (raw.get(role) or {}).get("policy", "none")
         try:
             registry.get(name)
         except UnknownNameError as exc:
-            errors.append(f"parl.context.{role}.policy: {exc}")
+            errors.insert(0, f"parl.context.{role}.policy: {exc}")
             unknown.add(role)
-    settings, parse_errors = _parse(raw)
-    errors += parse_errors
     for role, s in settings.items():
         if role in unknown:
             continue

@@ -83,7 +83,8 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
     ) -> None:
         tools = [*episode.tool_schemas, *state.policy.tool_schemas]
         await self._begin(state, tools)
-        for _ in range(self.settings.limits.max_orchestrator_steps):
+        steps = self.settings.limits.max_orchestrator_steps
+        for step in range(steps):
             final = not episode.budget_left()
             if final:
                 episode.budget_exhausted = True
@@ -93,7 +94,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
                 break
             observations = await self._dispatch(state, episode, calls)
             await self._append(state, [{"role": "tool", "content": o} for o in observations], tools)
-            if not await self._manage(state, tools, ctx):
+            if step == steps - 1 or not await self._manage(state, tools, ctx):
                 break
 
     async def _turn(self, state: Episode, sampling_params: dict[str, Any]) -> list[Any]:

@@ -1,0 +1,196 @@
+"""Component: context policies in the ``researcher`` and ``parl_swarm`` loops, and the exactness of
+the trainable segments they return (scripted server, real tokenizer and chat template, no Ray)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import make_loop
+from omegaconf import DictConfig, OmegaConf, open_dict
+from verl.workers.rollout.replica import TokenOutput
+
+TASK = [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "What is 2 + 3?"}]
+
+
+def call(tool: str, **arguments: Any) -> str:
+    return f"<tool_call>\n{json.dumps({'name': tool, 'arguments': arguments})}\n</tool_call>"
+
+
+class ScriptedServer:
+    """Plays ``script[i]`` at the i-th generation and records every request."""
+
+    def __init__(self, tokenizer: Any, script: list[str]) -> None:
+        self.tokenizer, self.script = tokenizer, script
+        self.requests: list[tuple[list[int], dict[str, Any]]] = []
+        self.outputs: list[list[int]] = []
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict, request_id: str) -> TokenOutput:
+        text = self.script[min(len(self.requests), len(self.script) - 1)]
+        self.requests.append((list(prompt_ids), dict(sampling_params)))
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        self.outputs.append(ids)
+        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), extra_fields={"global_steps": 3})
+
+
+def configured(
+    cfg: DictConfig, *, policy: str, trigger_tokens: int, response_length: int = 4096, **extra: Any
+) -> DictConfig:
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.parl.context = OmegaConf.create({"agent": {"policy": policy, "trigger_tokens": trigger_tokens, **extra}})
+        cfg.parl.researcher = OmegaConf.create({"tools": ["calculator"], "max_turns": 12})
+        cfg.actor_rollout_ref.rollout.response_length = response_length
+        cfg.actor_rollout_ref.rollout.prompt_length = 4096
+    return cfg
+
+
+def run(loop_cls: type, cfg: DictConfig, model_path: Path, script: list[str]) -> tuple[list[Any], ScriptedServer]:
+    from verl.utils import hf_tokenizer
+
+    server = ScriptedServer(hf_tokenizer(str(model_path)), script)
+
+    async def episode() -> Any:
+        loop = make_loop(loop_cls, cfg, server, model_path)
+        return await loop.run({"temperature": 1.0, "logprobs": True}, raw_prompt=list(TASK))
+
+    out = asyncio.run(episode())
+    return (out if isinstance(out, list) else [out]), server
+
+
+def assert_segments_exact(outputs: list[Any], server: ScriptedServer, keep: Any = None) -> None:
+    """Every request the server got (``keep`` filters them) lies inside one segment: the segment's first
+    request is exactly its prompt, each later one is a prefix of prompt + response, and the response
+    mask is 1 exactly on the tokens the server generated in that segment."""
+    pairs = zip(server.requests, server.outputs, strict=True)
+    requests = iter([p for p in pairs if keep is None or keep(p[0][0])])
+    for output in outputs:
+        full = [*output.prompt_ids, *output.response_ids]
+        generated: list[int] = []
+        for turn in range(output.num_turns // 2):
+            (prompt, _params), ids = next(requests)
+            if turn == 0:
+                assert prompt == output.prompt_ids
+            assert full[: len(prompt)] == prompt
+            assert full[len(prompt) : len(prompt) + len(ids)] == ids
+            start = len(prompt) - len(output.prompt_ids)
+            assert output.response_mask[start : start + len(ids)] == [1] * len(ids)
+            generated += ids
+        assert [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m] == generated
+        logprobs = output.response_logprobs
+        assert len(logprobs) == len(output.response_ids)
+        assert {lp for lp, m in zip(logprobs, output.response_mask, strict=True) if m} == {-0.25}
+    assert next(requests, None) is None  # every request is accounted for
+
+
+def test_researcher_two_resets_give_three_exact_segments(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+
+    script = [call("calculator", expression=f"{i} + {i}") for i in range(6)] + ["The answer is 5."]
+    cfg = configured(trainer_config, policy="discard_all", trigger_tokens=1)  # reset after every round
+    cfg.parl.researcher.max_turns = 3
+    outputs, server = run(ResearcherAgentLoop, cfg, model_path, script)
+    # 3 turns: call, reset, call, reset, call -> max_turns hit in the third segment
+    assert len(outputs) == 3
+    assert_segments_exact(outputs, server)
+    # discard_all restarts from the task: every segment's prompt is the task's prompt
+    assert outputs[0].prompt_ids == outputs[1].prompt_ids == outputs[2].prompt_ids
+    last = outputs[-1].extra_fields
+    assert last["parl_context_resets"] == 2 and last["parl_context_segments"] == 3
+    assert last["parl_iterations_exceeded"] == 1.0 and last["parl_invalid_tool_calls"] == 0
+    assert "parl_context_resets" not in outputs[0].extra_fields  # episode fields only on the last segment
+    assert [o.extra_fields["segment_first_turn"] for o in outputs] == [0, 1, 2]
+    assert all(o.extra_fields["episode_turns"] == 3 for o in outputs)
+
+
+def test_hide_tool_result_keeps_turns_and_hides_old_results(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+    from verl_parl.context.policies import HIDDEN
+
+    script = [call("calculator", expression=f"{i} * 7") for i in range(1, 5)] + ["The answer is 5."]
+    outputs, server = run(
+        ResearcherAgentLoop, configured(trainer_config, policy="hide_tool_result", trigger_tokens=1), model_path, script
+    )
+    assert_segments_exact(outputs, server)
+    tokenizer = server.tokenizer
+    # the first round has one tool result: nothing to hide yet; from the second round on, each round rewrites
+    assert len(outputs) == 4
+    last_prompt = tokenizer.decode(outputs[-1].prompt_ids)
+    assert last_prompt.count(HIDDEN) == 3 and "<tool_response>\n28\n</tool_response>" in last_prompt
+    assert all(f"{i} * 7" in last_prompt for i in range(1, 5))  # every assistant turn survives
+    assert "The answer is 5." in tokenizer.decode(outputs[-1].response_ids)
+    assert outputs[-1].extra_fields["parl_iterations_exceeded"] == 0.0
+
+
+def test_generation_is_capped_to_the_segment_budget(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+
+    script = [call("calculator", expression="1 + 1")] * 12 + ["done"]
+    cfg = configured(trainer_config, policy="keep_recent", trigger_tokens=100000, response_length=160)
+    outputs, server = run(ResearcherAgentLoop, cfg, model_path, script)
+    assert_segments_exact(outputs, server)
+    assert len(outputs) > 1  # the response budget, not the threshold, started new segments
+    for output in outputs:
+        assert len(output.response_ids) <= 160
+    for _prompt, params in server.requests:
+        assert params["max_tokens"] >= 1
+
+
+def test_no_policy_is_one_output(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+
+    script = [call("calculator", expression="2 + 3"), call("calculator", expression="oops"), "It is 5."]
+    outputs, server = run(
+        ResearcherAgentLoop, configured(trainer_config, policy="none", trigger_tokens=1), model_path, script
+    )
+    assert len(outputs) == 1
+    assert_segments_exact(outputs, server)
+    extra = outputs[0].extra_fields
+    assert extra["parl_context_resets"] == 0 and extra["parl_turns"] == 3
+    assert extra["parl_invalid_tool_calls"] == 0  # a tool error is not a format error
+
+
+def test_model_driven_discard_applies_at_once(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+
+    script = [
+        call("calculator", expression="6 * 7"),
+        call("calculator", expression="5 * 5"),
+        call("discard_results", results=[1]),
+        call("discard_results", results=[9]),
+        "It is 5.",
+    ]
+    cfg = configured(trainer_config, policy="discard_results", trigger_tokens=100000)
+    outputs, server = run(ResearcherAgentLoop, cfg, model_path, script)
+    assert_segments_exact(outputs, server)
+    assert len(outputs) == 2  # one rewrite, right after the discard call
+    prompt = server.tokenizer.decode(outputs[1].prompt_ids)
+    assert "[result 1 discarded]" in prompt and "[result 2] 25" in prompt and "42" not in prompt
+    tail = server.tokenizer.decode(
+        [t for t, m in zip(outputs[1].response_ids, outputs[1].response_mask, strict=True) if not m]
+    )
+    assert "no tool result numbered [9]" in tail
+
+
+def test_swarm_orchestrator_segments(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.swarm.orchestrator import ParlSwarmAgentLoop
+
+    script = [
+        call("create_subagent", name="calc", system_prompt="You compute."),
+        call("assign_task", agent="calc", prompt="2 + 3"),
+        "sub: 5",  # the subagent's answer (shared mode: the same server)
+        "It is 5.",
+    ]
+    cfg = configured(trainer_config, policy="discard_all", trigger_tokens=1)
+    with open_dict(cfg):
+        cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
+    outputs, server = run(ParlSwarmAgentLoop, cfg, model_path, script)
+    assert len(outputs) == 3
+    task_prompt = outputs[0].prompt_ids
+    assert_segments_exact(outputs, server, keep=lambda prompt: prompt[: len(task_prompt)] == task_prompt)
+    extra = outputs[-1].extra_fields
+    assert extra["parl_context_resets"] == 2 and extra["parl_num_created"] == 1 and extra["parl_num_assigned"] == 1
+    assert "parl_num_created" not in outputs[0].extra_fields
+    assert "sub: 5" in server.tokenizer.decode(outputs[1].response_ids)  # the subagent's result, mask 0
