@@ -194,3 +194,25 @@ def test_swarm_orchestrator_segments(trainer_config: DictConfig, model_path: Pat
     assert extra["parl_context_resets"] == 2 and extra["parl_num_created"] == 1 and extra["parl_num_assigned"] == 1
     assert "parl_num_created" not in outputs[0].extra_fields
     assert "sub: 5" in server.tokenizer.decode(outputs[1].response_ids)  # the subagent's result, mask 0
+
+
+def test_subagent_context_policy_rewrites_the_subagent_history(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.swarm.orchestrator import ParlSwarmAgentLoop
+
+    script = [
+        call("create_subagent", name="calc", system_prompt="You compute."),
+        call("assign_task", agent="calc", prompt="add two and three"),
+        call("calculator", expression="2 + 3"),  # the subagent, round 1
+        call("calculator", expression="5 * 1"),  # round 2: keep_recent(1) drops round 1
+        "sub: 5",
+        "It is 5.",
+    ]
+    cfg = configured(trainer_config, policy="none", trigger_tokens=1)
+    with open_dict(cfg):
+        cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
+        cfg.parl.context.subagent = {"policy": "keep_recent", "options": {"rounds": 1}, "trigger_tokens": 1}
+    outputs, server = run(ParlSwarmAgentLoop, cfg, model_path, script)
+    assert len(outputs) == 1 and outputs[0].extra_fields["parl_context_subagent_resets"] == 1
+    final_subagent_prompt = server.tokenizer.decode(server.requests[4][0])
+    assert "add two and three" in final_subagent_prompt and "5 * 1" in final_subagent_prompt
+    assert "2 + 3" not in final_subagent_prompt
