@@ -61,11 +61,9 @@ class RewriteContext:
     Attributes:
         summarize: async text → summary, from the configured summariser server (None when the loop
             has none; then ``summarize`` falls back to ``keep_recent``).
-        count_tokens: tokens of a text under the agent's tokenizer.
     """
 
     summarize: Callable[[str], Awaitable[str]] | None = None
-    count_tokens: Callable[[str], int] = len
 
 
 class ContextPolicy(Protocol):
