@@ -179,3 +179,18 @@ def test_built_in_policies_are_registered_as_a_plugin() -> None:
     names = set(get_registries().context_policies.names())
     assert {"none", "hide_tool_result", "discard_all", "keep_recent", "summarize", "discard_results"} <= names
     assert isinstance(ContextSettings(policy="keep_recent", options={"rounds": 3}).build(), KeepRecent)
+
+
+def test_the_documented_plugin_policy_works() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "context.md").read_text()
+    code = doc.split("## Writing a policy", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/context.md", "exec"), namespace)
+    specs: list[Any] = []
+    namespace["verl_parl_register_context_policies"](specs.append)
+    (spec,) = specs
+    assert spec.name == "keep_first_and_last"
+    out = rewrite(spec.factory(), history(4))
+    assert contents(out) == ["sys", "task", "think 1", "result 1.0", "think 4", "result 4.0"]
