@@ -350,3 +350,44 @@ def test_cached_system_prefix_gives_the_full_render(tokenizer: Any) -> None:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
         for schemas in ([LOOKUP_SCHEMA], []):
             assert initial_ids(tokenizer, messages, schemas) == render_ids(tokenizer, messages, schemas)
+
+
+def test_each_subagent_gets_its_own_tool_session_closed_when_it_ends(tokenizer: Any) -> None:
+    class Notebook:
+        """A session tool: each session remembers the keys looked up in it."""
+
+        schema = LOOKUP_SCHEMA
+
+        def __init__(self) -> None:
+            self.opened: list[list[str]] = []
+            self.closed = 0
+
+        async def run(self, arguments: dict[str, Any]) -> str:
+            raise AssertionError("subagents must use sessions")
+
+        async def open_session(self) -> Any:
+            keys: list[str] = []
+            self.opened.append(keys)
+            tool = self
+
+            class Session:
+                async def run(self, arguments: dict[str, Any]) -> str:
+                    keys.append(arguments["key"])
+                    return f"seen {len(keys)} keys"
+
+                async def close(self) -> None:
+                    tool.closed += 1
+
+            return Session()
+
+    notebook = Notebook()
+
+    async def scenario() -> list[str]:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=2))
+        ep.subagent_tools = {"lookup": notebook}
+        await ep.run_turn([create()])
+        return await ep.run_turn([assign("a"), assign("b"), assign("c")])
+
+    assert asyncio.run(scenario()) == ["final answer after 2 lookups"] * 3
+    assert sorted(notebook.opened) == [["k0", "k1"]] * 3  # one session per subagent, state kept within it
+    assert notebook.closed == 3
