@@ -25,6 +25,8 @@ SUMMARY_METRICS = (
     "parl/critical_steps/mean",
     "parl/parallelism/mean",
     "parl/num_assigned/mean",
+    "parl/context_resets/mean",
+    "parl/context_segments/mean",
     "parl/frozen/weights_changed",
 )
 
