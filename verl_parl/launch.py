@@ -168,8 +168,20 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
         "metrics": {key: se for key in SUMMARY_METRICS if (se := start_end(records, key)) is not None},
         "run_dir": str(run_dir),
     }
+    summary["plots"] = _plots(records, run_dir / "plots")
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def _plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
+    """PNG plots of the run (a failure to plot is logged; it never fails the run)."""
+    from verl_parl.plots import plot_run
+
+    try:
+        return [str(p) for p in plot_run(records, out_dir)]
+    except Exception as exc:  # noqa: BLE001 - plots are a convenience, the metrics are already written
+        print(f"[verl-parl] warning: could not write plots: {type(exc).__name__}: {exc}", flush=True)
+        return []
 
 
 def format_summary(summary: dict[str, Any]) -> str:
