@@ -1,0 +1,33 @@
+"""End to end: the ``researcher`` loop with a context policy, on verl's real trainer (CPU).
+
+The cold-start model calls the calculator, so episodes have rounds; with ``discard_all`` at a tiny
+threshold every round is followed by a reset, so each episode returns several trainable segments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_main_cpu import assert_trained, run_main
+
+pytestmark = pytest.mark.e2e
+
+
+def test_researcher_trains_on_multiple_segments_per_episode(tmp_path: Path) -> None:
+    result = run_main(
+        tmp_path,
+        "trainer.total_training_steps=2",
+        "trainer.val_before_train=false",
+        "parl.embedded.agent_loop=researcher",
+        "actor_rollout_ref.model.path=${parl_asset:coldstart_model}",
+        "parl.researcher.max_turns=3",
+        "parl.context.agent.policy=discard_all",
+        "parl.context.agent.trigger_tokens=1",
+    )
+    train = assert_trained(result, tmp_path / "run")
+    for record in train:
+        assert record["parl/context_segments/mean"] == record["parl/context_resets/mean"] + 1
+        assert record["parl/context_segments/mean"] <= 3  # one segment per turn at most
+    assert max(r["parl/context_resets/mean"] for r in train) >= 1  # episodes were split into segments
+    assert (tmp_path / "run" / "plots" / "context.png").exists()
