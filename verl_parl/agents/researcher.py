@@ -86,7 +86,10 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
         state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
         ctx = RewriteContext(
             summarize=make_summarizer(
-                SharedBackend(self.server_manager), self.tokenizer, self.context.summary_max_tokens, sampling_params
+                lambda: SharedBackend(self.server_manager),
+                self.tokenizer,
+                self.context.summary_max_tokens,
+                sampling_params,
             )
         )
         report = _FormatReport()

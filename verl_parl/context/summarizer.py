@@ -12,18 +12,25 @@ if TYPE_CHECKING:
 
 
 def make_summarizer(
-    backend: GenerateBackend, tokenizer: Any, max_tokens: int, sampling_params: dict[str, Any] | None = None
+    backend: GenerateBackend | Callable[[], GenerateBackend],
+    tokenizer: Any,
+    max_tokens: int,
+    sampling_params: dict[str, Any] | None = None,
 ) -> Callable[[str], Awaitable[str]]:
     """``async (prompt) -> summary``: ``prompt`` as a user turn, at most ``max_tokens`` generated.
 
-    The summary is never trained on (it enters the next segment's prompt), so it is generated without
-    log-probabilities.
+    ``backend`` may be a zero-argument factory, called at the first summary (most episodes never
+    summarise). The summary is never trained on (it enters the next segment's prompt), so it is
+    generated without log-probabilities.
     """
     params = {**(sampling_params or {}), "max_tokens": max_tokens, "logprobs": False}
+    resolved: list[GenerateBackend] = []
 
     async def summarize(prompt: str) -> str:
+        if not resolved:
+            resolved.append(backend if hasattr(backend, "generate") else backend())  # type: ignore[operator]
         ids = render_ids(tokenizer, [{"role": "user", "content": prompt}], None)
-        generated = await backend.generate(ids, dict(params))
+        generated = await resolved[0].generate(ids, dict(params))
         return generated if isinstance(generated, str) else tokenizer.decode(generated, skip_special_tokens=True)
 
     return summarize

@@ -37,8 +37,11 @@ BUDGET_MESSAGE = "The critical-step budget is exhausted. Give your final answer 
 class ParlSwarmAgentLoop(SegmentedAgentLoop):
     """The orchestrator loop; see the module docstring for the contract."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, subagent_backend: Any = None, **kwargs: Any) -> None:
+        """``subagent_backend`` (optional) replaces the configured frozen group, e.g. an in-process server
+        in ``python -m verl_parl.evaluate``."""
         super().__init__(*args, **kwargs)
+        self.subagent_backend = subagent_backend
         self.settings = swarm_settings(self.config)
         contexts = context_settings(self.config)
         self.context, self.subagent_context = contexts["agent"], contexts["subagent"]
@@ -50,7 +53,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         from verl_parl.frozen import SharedBackend, get_backend
 
-        backend = get_backend(self.settings.subagent, self.server_manager)
+        backend = self.subagent_backend or get_backend(self.settings.subagent, self.server_manager)
         episode = SwarmEpisode(
             backend=backend,
             tokenizer=self.tokenizer,
@@ -62,7 +65,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             context=SubagentContext(self.subagent_context, self.settings.subagent.max_model_len),
         )
         state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
-        summarizer = backend if self.context.summarizer == "frozen" else SharedBackend(self.server_manager)
+        summarizer = backend if self.context.summarizer == "frozen" else lambda: SharedBackend(self.server_manager)
         ctx = RewriteContext(
             summarize=make_summarizer(summarizer, self.tokenizer, self.context.summary_max_tokens, sampling_params)
         )

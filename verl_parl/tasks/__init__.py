@@ -1,0 +1,17 @@
+"""Built-in tasks: the embedded arithmetic task and the offline wide/deep research suite."""
+
+from __future__ import annotations
+
+
+def system_prompt_for(data_source: str, agent_loop: str) -> str | None:
+    """A built-in task's system prompt for ``agent_loop`` (None for other tasks or unknown loops), so
+    one dataset can be evaluated in every mode (:mod:`verl_parl.evaluate`)."""
+    from verl_parl.tasks import arithmetic
+
+    if data_source == arithmetic.DATA_SOURCE:
+        return arithmetic.SYSTEM_PROMPTS.get(agent_loop)
+    if data_source.startswith("verl_parl/research"):
+        from verl_parl.tasks.research import dataset
+
+        return dataset.SYSTEM_PROMPTS.get(agent_loop)
+    return None

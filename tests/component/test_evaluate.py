@@ -1,0 +1,66 @@
+"""Component: ``python -m verl_parl.evaluate`` runs both modes through the real rollout path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from verl_parl import evaluate
+from verl_parl.tasks import arithmetic
+
+
+def test_both_modes_on_the_tiny_model(model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = arithmetic.write_dataset(tmp_path / "data", n_train=1, n_val=3, agent_loop="researcher")["val"]
+    out = tmp_path / "report.json"
+    argv = ["--model", str(model_path), "--data", str(data), "--out", str(out), "--concurrency", "2"]
+    assert (
+        evaluate.main([*argv, "actor_rollout_ref.rollout.response_length=24", "parl.swarm.max_orchestrator_steps=2"])
+        == 0
+    )
+    report = json.loads(out.read_text())
+    assert set(report["modes"]) == {"researcher", "parl_swarm"}
+    for mode, summary in report["modes"].items():
+        assert summary["episodes"] == 3 and summary["errors"] == 0, mode
+        assert 0.0 <= summary["score"] <= 1.0
+        assert summary["critical_steps"] >= 1 and summary["critical_steps"] <= summary["total_steps"]
+    assert len(report["episodes"]) == 6
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split()[:3] == ["mode", "episodes", "errors"] and "parl_swarm" in table
+
+
+def test_every_mode_sees_its_own_system_prompt() -> None:
+    row = arithmetic.make_row("What is 2 + 3?", "5", 0, "test", agent_loop="researcher")
+    assert evaluate.prompt_for(row, "parl_swarm")[0]["content"] == arithmetic.SWARM_SYSTEM_PROMPT
+    assert evaluate.prompt_for(row, "researcher")[0]["content"] == arithmetic.SYSTEM_PROMPT
+    foreign = {**row, "data_source": "someone/else"}
+    assert evaluate.prompt_for(foreign, "parl_swarm")[0]["content"] == arithmetic.SYSTEM_PROMPT  # kept as is
+
+
+def test_scoring_reads_the_last_segment_and_the_accounting(model_path: Path) -> None:
+    from verl.utils import hf_tokenizer
+
+    tokenizer = hf_tokenizer(str(model_path))
+    evaluator = evaluate.Evaluator(None, None, tokenizer, None, "number_match")  # type: ignore[arg-type]
+    row = arithmetic.make_row("What is 6 * 7?", "42", 0, "test")
+    first = SimpleNamespace(response_ids=tokenizer.encode("no"), extra_fields={})
+    last = SimpleNamespace(
+        response_ids=tokenizer.encode("The answer is 42."),
+        extra_fields={"parl_critical_steps": 3.0, "parl_total_steps": 5.0},
+    )
+    result = evaluator.score("parl_swarm", 7, row, [first, last])
+    assert (result.score, result.success, result.segments) == (1.0, True, 2)
+    assert (result.critical_steps, result.total_steps, result.index) == (3.0, 5.0, 7)
+
+
+def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, needle in [
+        (["--model", str(tmp_path / "nope"), "--data", str(tmp_path)], "--model"),
+        (["--model", str(tmp_path), "--data", str(tmp_path), "--modes", "solo"], "unknown mode(s) ['solo']"),
+        (["--model", str(tmp_path), "--data", str(tmp_path), "oops"], "not a Hydra override (key=value): oops"),
+    ]:
+        with pytest.raises(SystemExit):
+            evaluate.main(argv)
+        assert needle in capsys.readouterr().err
