@@ -74,6 +74,7 @@ class ParlConfig:
     subagent: dict[str, Any] = field(default_factory=dict)
     context: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.context.settings.parse_context
     researcher: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.agents.researcher
+    tools: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.tools.config
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
 
     def __post_init__(self) -> None:
@@ -129,6 +130,7 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     except ConfigError as exc:
         errors.extend(exc.errors)
     errors.extend(_context_errors(raw.get("context") or {}, raw.get("researcher") or {}))
+    errors.extend(_tool_errors(raw))
     try:
         reward_cfg = _reward_config(reward)
     except ConfigError as exc:
@@ -153,6 +155,19 @@ def _context_errors(context: dict[str, Any], researcher: dict[str, Any]) -> list
     except ConfigError as exc:
         errors.extend(exc.errors)
     return errors
+
+
+def _tool_errors(raw: dict[str, Any]) -> list[str]:
+    """``parl.tools`` problems, and tool names the loops use that no plugin registered."""
+    from verl_parl.tools.config import tool_errors
+
+    used = [
+        (f"parl.{section}.{key}", name)
+        for section, key in (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
+        for name in ((raw.get(section) or {}).get(key) or [])
+    ]
+    tools = raw.get("tools") or {}
+    return tool_errors(tools, used) if isinstance(tools, dict) else ["parl.tools: must be a mapping of tool names"]
 
 
 def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type) -> list[str]:

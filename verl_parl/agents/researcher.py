@@ -31,7 +31,8 @@ from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
 from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.swarm.subagent import assistant_message
-from verl_parl.tools.runtime import CallResult, ToolBox, ToolRuntime
+from verl_parl.tools.config import runtimes, tool_settings
+from verl_parl.tools.runtime import CallResult, ToolBox
 
 AGENT_NAME = "researcher"
 
@@ -74,11 +75,9 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from verl_parl.swarm.config import shared_runtime
-
         self.settings = researcher_settings(self.config)
         self.context = context_settings(self.config)["agent"]
-        self.runtimes: list[ToolRuntime] = [shared_runtime(name) for name in self.settings.tools]
+        self.runtimes = list(runtimes(self.settings.tools, tool_settings(self.config)).values())
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         from verl_parl.frozen import SharedBackend

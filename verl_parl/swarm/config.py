@@ -9,8 +9,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.swarm.episode import SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
-from verl_parl.tools.base import Tool
-from verl_parl.tools.runtime import ToolRuntime
 
 SUBAGENT_MODES = ("dedicated", "external", "shared")
 
@@ -47,25 +45,6 @@ class SwarmSettings:
     subagent_tools: tuple[str, ...] = ()
     direct_tools: tuple[str, ...] = ()
     trace_fraction: float = 0.0
-
-    def build_tools(self, names: tuple[str, ...]) -> dict[str, Tool]:
-        """Registered tools by function name, each in a :class:`ToolRuntime` shared by every episode of
-        this process (so a tool's concurrency limit holds across concurrent episodes)."""
-        tools = [shared_runtime(name) for name in names]
-        return {tool.schema["function"]["name"]: tool for tool in tools}
-
-
-_RUNTIMES: dict[str, ToolRuntime] = {}
-
-
-def shared_runtime(name: str) -> ToolRuntime:
-    """The registered tool ``name`` in this process's one :class:`ToolRuntime` for it (so its limits
-    hold across every concurrent episode of the process)."""
-    from verl_parl.tools.verl_tool import build_tool
-
-    if name not in _RUNTIMES:
-        _RUNTIMES[name] = ToolRuntime(build_tool(name), name=name)
-    return _RUNTIMES[name]
 
 
 def _section(config: DictConfig, key: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from verl_parl.swarm.config import swarm_settings
 from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.subagent import SubagentContext, assistant_message
 from verl_parl.swarm.traces import append_record, should_trace
+from verl_parl.tools.config import runtimes, tool_settings
 
 AGENT_NAME = "parl_swarm"
 BUDGET_MESSAGE = "The critical-step budget is exhausted. Give your final answer now, without tool calls."
@@ -43,6 +44,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         super().__init__(*args, **kwargs)
         self.subagent_backend = subagent_backend
         self.settings = swarm_settings(self.config)
+        self.tool_settings = tool_settings(self.config)
         contexts = context_settings(self.config)
         self.context, self.subagent_context = contexts["agent"], contexts["subagent"]
         pm = get_plugin_manager()
@@ -58,8 +60,8 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             backend=backend,
             tokenizer=self.tokenizer,
             limits=self.settings.limits,
-            subagent_tools=self.settings.build_tools(self.subagent_tool_names),
-            direct_tools=self.settings.build_tools(self.direct_tool_names),
+            subagent_tools=runtimes(self.subagent_tool_names, self.tool_settings),
+            direct_tools=runtimes(self.direct_tool_names, self.tool_settings),
             sampling_params={**sampling_params, "logprobs": False},
             hooks=self.hooks,
             context=SubagentContext(self.subagent_context, self.settings.subagent.max_model_len),
