@@ -331,6 +331,18 @@ def check_trainer_mode(cfg: DictConfig) -> list[str]:
     return []
 
 
+def check_subagent_schedule(cfg: DictConfig) -> list[str]:
+    from verl_parl.frozen.schedule import check_subagent_schedule as check
+
+    return check(cfg)
+
+
+def check_judge(cfg: DictConfig) -> list[str]:
+    from verl_parl.rewards.judge import check_judge as check
+
+    return check(cfg)
+
+
 def check_segments(cfg: DictConfig) -> list[str]:
     """A context policy splits episodes into several outputs, which only verl's v1 trainer accepts."""
     policy = OmegaConf.select(cfg, "parl.context.agent.policy", default="none")
@@ -350,6 +362,8 @@ CHECKS: tuple[Check, ...] = (
     check_rollout_backend,
     check_trainer_mode,
     check_segments,
+    check_subagent_schedule,
+    check_judge,
 )
 
 

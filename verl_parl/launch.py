@@ -28,6 +28,7 @@ SUMMARY_METRICS = (
     "parl/context_resets/mean",
     "parl/context_segments/mean",
     "parl/frozen/weights_changed",
+    "parl/frozen/checkpoint_index",
 )
 
 

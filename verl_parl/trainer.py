@@ -5,6 +5,8 @@ Agent loops report episode fields in ``AgentLoopOutput.extra_fields`` (``parl_cr
 so this thin subclass, registered in verl's trainer registry, adds one thing to the step metrics:
 the batch mean of every numeric ``parl_*`` field, logged as ``parl/<name>/mean``, and the frozen
 group's proof of frozenness (``parl/frozen/weights_changed``, see :func:`frozen_group_metrics`).
+With ``parl.subagent.schedule`` it also switches the frozen group's checkpoint before each step's
+rollout and each validation (:mod:`verl_parl.frozen.schedule`), logged as ``parl/frozen/checkpoint_index``.
 Around verl's advantage computation it also logs the staged reward's terms and hands the
 ``reinforce_nsc`` estimator its context (:mod:`verl_parl.rewards.verl_hooks`).
 """
@@ -18,6 +20,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_parl.frozen import frozen_group_metrics
+from verl_parl.frozen.schedule import FrozenGroupSchedule, frozen_schedule
 from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
 
 TRAINER_MODE = "parl_sync"
@@ -41,9 +44,29 @@ def parl_field_means(extra_fields: list[Any]) -> dict[str, float]:
 
 @register_trainer(TRAINER_MODE)
 class ParlSyncTrainer(PPOTrainerSync):
-    """verl's sync trainer; :meth:`_compute_advantage` and :meth:`_compute_metrics` are extended."""
+    """verl's sync trainer; :meth:`_compute_advantage` and :meth:`_compute_metrics` are extended, and
+    ``on_step_begin`` / ``on_validate_begin`` apply ``parl.subagent.schedule`` to the frozen group."""
 
     _frozen_digests: dict[str, str] | None = None
+    _frozen_schedule: FrozenGroupSchedule | None = None
+    _frozen_checkpoint_index: int | None = None
+
+    def on_init_end(self) -> None:
+        super().on_init_end()  # type: ignore[no-untyped-call]  # verl is untyped
+        self._frozen_schedule = frozen_schedule(self.config)  # validates it: fails before any step runs
+
+    def on_validate_begin(self) -> None:
+        super().on_validate_begin()  # type: ignore[no-untyped-call]  # verl is untyped
+        self._switch_frozen_checkpoint()
+
+    def on_step_begin(self) -> None:
+        super().on_step_begin()  # type: ignore[no-untyped-call]  # the sync trainer submits the step's prompts after this
+        self._switch_frozen_checkpoint()
+
+    def _switch_frozen_checkpoint(self) -> None:
+        """Make the frozen group serve the checkpoint of ``global_steps`` (a function of the step)."""
+        if self._frozen_schedule is not None:
+            self._frozen_checkpoint_index = self._frozen_schedule.apply(int(self.global_steps))
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         before_advantage(self, batch, metrics)
@@ -60,4 +83,6 @@ class ParlSyncTrainer(PPOTrainerSync):
         if self._frozen_digests is None:
             self._frozen_digests = {}
         metrics.update(frozen_group_metrics(self._frozen_digests))
+        if self._frozen_checkpoint_index is not None:
+            metrics["parl/frozen/checkpoint_index"] = float(self._frozen_checkpoint_index)
         return result

@@ -133,3 +133,136 @@ def test_table_llm_column_is_judged_by_the_endpoint(server: JudgeServer) -> None
     assert "column 'known_for'" in server.requests[0]["messages"][0]["content"]
     server.reply = "VERDICT: INCORRECT"
     assert score_table_answer(answer.replace("the Eiffel tower", "Louvre"), gold, spec).item_f1 == pytest.approx(0.75)
+
+
+# ------------------------------------------------------------------ parl.reward.judge: backends and plumbing
+
+
+def test_judge_settings_report_every_error_by_key() -> None:
+    from verl_parl.rewards.config import RewardConfigError, parse_reward_config
+
+    assert parse_reward_config({}).judge.backend == "none"
+    with pytest.raises(RewardConfigError) as info:
+        parse_reward_config({"judge": {"backend": "extern", "concurrency": 0, "template": "x", "cach": 1}})
+    assert info.value.errors == [
+        "parl.reward.judge.cach: unknown key",
+        "parl.reward.judge.backend: 'extern' is not one of ('none', 'external', 'frozen')",
+        "parl.reward.judge.template: 'x' is not one of ['correctness']",
+        "parl.reward.judge.concurrency: must be an int >= 1, got 0",
+    ]
+    with pytest.raises(RewardConfigError, match=r"judge.base_url: backend=external needs an http\(s\) URL"):
+        parse_reward_config({"judge": {"backend": "external", "model": "m"}})
+
+
+def test_build_judge_by_backend_and_the_environment_override(
+    server: JudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verl_parl.rewards.config import JudgeSettings
+    from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV, build_judge
+
+    monkeypatch.delenv(JUDGE_URL_ENV, raising=False)
+    monkeypatch.delenv(JUDGE_MODEL_ENV, raising=False)
+    assert build_judge(JudgeSettings()) is None
+    judge = build_judge(JudgeSettings(backend="external", base_url=server.url, model="cfg-judge", cache=0))
+    assert judge is not None
+    assert judge.judge("q", "a", "a") == 1.0 and judge.judge("q", "a", "a") == 1.0
+    assert [r["model"] for r in server.requests] == ["cfg-judge", "cfg-judge"]  # cache=0 keeps nothing
+    # the environment wins over the configured backend (no frozen group is looked up)
+    monkeypatch.setenv(JUDGE_URL_ENV, server.url)
+    monkeypatch.setenv(JUDGE_MODEL_ENV, "env-judge")
+    overridden = build_judge(JudgeSettings(backend="frozen"))
+    assert overridden is not None and overridden.config.model == "env-judge"
+    assert overridden.judge("q", "b", "b") == 1.0
+    assert server.requests[-1]["model"] == "env-judge"
+
+
+def manager_item(tokenizer: object, text: str) -> object:
+    import numpy as np
+    import torch
+    from tensordict import TensorDict
+    from verl import DataProto
+
+    response = torch.tensor(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
+    batch = TensorDict(
+        {
+            "prompts": torch.tensor([[1]]),
+            "responses": response[None],
+            "attention_mask": torch.ones(1, 1 + len(response), dtype=torch.int64),
+        },
+        batch_size=1,
+    )
+    non_tensor = {
+        "data_source": np.array(["test"], dtype=object),
+        "reward_model": np.array([{"ground_truth": "Paris"}], dtype=object),
+        "extra_info": np.array([{"question": "capital of France?"}], dtype=object),
+        "global_steps": np.array([1]),
+        "tool_extra_fields": np.array([{}], dtype=object),
+        "__num_turns__": np.array([2]),
+    }
+    return DataProto(batch=batch, non_tensor_batch=non_tensor)
+
+
+class CharTokenizer:
+    """Token ids are code points."""
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, ids: object, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(int(i)) for i in ids)  # type: ignore[attr-defined]
+
+
+def parl_manager(reward: dict, compute_score: object) -> object:
+    import verl  # noqa: F401 - registers the parl reward manager
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+
+    cfg = OmegaConf.create({"parl": {"reward": reward}, "reward": {}})
+    return get_reward_manager_cls("parl")(config=cfg, tokenizer=CharTokenizer(), compute_score=compute_score)
+
+
+async def test_parl_manager_hands_the_configured_judge_to_the_scorer(
+    server: JudgeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from functools import partial
+
+    from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV
+    from verl_parl.rewards.verl_reward import compute_score
+
+    monkeypatch.delenv(JUDGE_URL_ENV, raising=False)
+    monkeypatch.delenv(JUDGE_MODEL_ENV, raising=False)
+    judge = {"backend": "external", "base_url": server.url, "model": "run-judge"}
+    manager = parl_manager({"judge": judge}, partial(compute_score, scorer="llm_judge"))
+    out = await manager.run_single(manager_item(CharTokenizer(), "<answer>Paris</answer>"))  # type: ignore[attr-defined]
+    assert out["reward_extra_info"]["parl_r_perf"] == 1.0
+    assert out["reward_extra_info"]["parl_infra_failed"] == 0.0
+    assert server.requests[-1]["model"] == "run-judge"
+    assert "Candidate answer:\nParis" in server.requests[-1]["messages"][0]["content"]
+    server.reply = "no idea"
+    bad = await manager.run_single(manager_item(CharTokenizer(), "<answer>Lyon</answer>"))  # type: ignore[attr-defined]
+    assert bad["reward_extra_info"]["parl_infra_failed"] == 1.0
+    assert "no verdict" in bad["reward_extra_info"]["infra_reason"]
+
+
+def test_parl_manager_refuses_a_score_function_that_cannot_take_the_judge(server: JudgeServer) -> None:
+    def plain(data_source: str, solution_str: str, ground_truth: str, extra_info: dict) -> float:
+        return 0.0
+
+    judge = {"backend": "external", "base_url": server.url, "model": "m"}
+    with pytest.raises(ValueError, match="takes no `judge` keyword"):
+        parl_manager({"judge": judge}, plain)
+    assert parl_manager({}, plain) is not None  # no judge configured: any score function
+
+
+def test_frozen_judge_needs_the_dedicated_group_in_the_whole_config() -> None:
+    from omegaconf import OmegaConf
+
+    from verl_parl.rewards.judge import check_judge
+
+    cfg = OmegaConf.create({"parl": {"reward": {"judge": {"backend": "frozen"}}, "subagent": {"mode": "external"}}})
+    assert check_judge(cfg) == [
+        "parl.reward.judge.backend: 'frozen' needs parl.subagent.mode=dedicated, not 'external'"
+    ]
+    cfg.parl.subagent.mode = "dedicated"
+    assert check_judge(cfg) == []
+    assert check_judge(OmegaConf.create({})) == []

@@ -92,16 +92,19 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
     """Per-step proof that the dedicated group stayed frozen.
 
     ``parl/frozen/instances``: live ``parl_frozen_*`` servers; ``parl/frozen/weights_changed``: how
-    many of them now hold weights different from the first digest seen (``first_digests`` is
-    updated in place and must persist across steps). Both 0 when no dedicated group runs.
+    many of them now hold weights different from the first digest seen for the checkpoint they serve
+    (``first_digests``, keyed by server and checkpoint path, is updated in place and must persist
+    across steps; a scheduled checkpoint switch is not a change). Both 0 when no dedicated group runs.
     """
     import ray
 
     names = sorted(
         a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(FROZEN_ACTOR_PREFIX)
     )
-    digests = ray.get([ray.get_actor(name).weights_digest.remote() for name in names])
+    handles = [ray.get_actor(name) for name in names]
+    digests: list[str] = ray.get([handle.weights_digest.remote() for handle in handles])
+    paths: list[str] = ray.get([handle.checkpoint_path.remote() for handle in handles])
     changed = 0
-    for name, digest in zip(names, digests, strict=True):
-        changed += first_digests.setdefault(name, digest) != digest
+    for name, path, digest in zip(names, paths, digests, strict=True):
+        changed += first_digests.setdefault(f"{name}@{path}", digest) != digest
     return {"parl/frozen/instances": float(len(names)), "parl/frozen/weights_changed": float(changed)}

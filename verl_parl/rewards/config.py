@@ -44,6 +44,54 @@ class NscConfig:
             raise RewardConfigError(errors)
 
 
+JUDGE_BACKENDS = ("none", "external", "frozen")
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """``parl.reward.judge``: the LLM judge of the ``llm_judge`` scorer and ``llm`` table columns.
+
+    ``backend``: ``none`` (only ``$VERL_PARL_JUDGE_BASE_URL``/``$VERL_PARL_JUDGE_MODEL``, if set),
+    ``external`` (an OpenAI-compatible ``base_url`` serving ``model``) or ``frozen`` (the frozen-subagent
+    group's servers, see :class:`verl_parl.rewards.judge.FrozenGroupAsk`). The environment variables,
+    when both set, override the backend.
+    """
+
+    backend: str = "none"
+    base_url: str | None = None
+    model: str | None = None
+    template: str = "correctness"
+    concurrency: int = 8
+    cache: int = 4096
+    timeout_s: float = 60.0
+    max_tokens: int = 64
+    api_key_env: str = "OPENAI_API_KEY"
+
+    def __post_init__(self) -> None:
+        from verl_parl.rewards.judge import TEMPLATES
+
+        k, errors = f"{PREFIX}.judge", []
+        if self.backend not in JUDGE_BACKENDS:
+            errors.append(f"{k}.backend: {self.backend!r} is not one of {JUDGE_BACKENDS}")
+        if self.backend == "external":
+            if not str(self.base_url or "").startswith(("http://", "https://")):
+                errors.append(f"{k}.base_url: backend=external needs an http(s) URL, got {self.base_url!r}")
+            if not self.model:
+                errors.append(f"{k}.model: backend=external needs the model name served at base_url")
+        if self.template not in TEMPLATES:
+            errors.append(f"{k}.template: {self.template!r} is not one of {sorted(TEMPLATES)}")
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            errors.append(f"{k}.concurrency: must be an int >= 1, got {self.concurrency!r}")
+        if not isinstance(self.cache, int) or self.cache < 0:
+            errors.append(f"{k}.cache: must be an int >= 0 (verdicts kept), got {self.cache!r}")
+        if not isinstance(self.timeout_s, int | float) or self.timeout_s <= 0:
+            errors.append(f"{k}.timeout_s: must be positive, got {self.timeout_s!r}")
+        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            errors.append(f"{k}.max_tokens: must be an int >= 1, got {self.max_tokens!r}")
+        if errors:
+            raise RewardConfigError(errors)
+
+
 def _default_lambda() -> ScheduleConfig:
     return ScheduleConfig(kind="linear", start=0.1, end=0.0, num_steps=100)
 
@@ -58,6 +106,7 @@ class ParlRewardConfig:
     lambda_parallel: ScheduleConfig = field(default_factory=_default_lambda)
     lambda_finish: ScheduleConfig = field(default_factory=_default_lambda)
     nsc: NscConfig = field(default_factory=NscConfig)
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
 
     def __post_init__(self) -> None:
         errors = []
@@ -96,17 +145,22 @@ def parse_reward_config(raw: dict[str, Any] | None) -> ParlRewardConfig:
         name: _schedule(raw.pop(name, None), f"{PREFIX}.{name}", errors)
         for name in ("lambda_parallel", "lambda_finish")
     }
-    nsc_raw = dict(raw.pop("nsc", None) or {})
-    nsc_raw.pop("_target_", None)
-    errors += [
-        f"{PREFIX}.nsc.{name}: unknown key" for name in nsc_raw if name not in {f.name for f in fields(NscConfig)}
-    ]
-    nsc = _build(NscConfig, {k: v for k, v in nsc_raw.items() if k in {f.name for f in fields(NscConfig)}}, errors)
+    nsc = _section(NscConfig, "nsc", raw.pop("nsc", None), errors)
+    judge = _section(JudgeSettings, "judge", raw.pop("judge", None), errors)
     top = _build(ParlRewardConfig, {k: v for k, v in raw.items() if k in known}, errors)
     if errors:
         raise RewardConfigError(errors)
-    assert isinstance(nsc, NscConfig) and isinstance(top, ParlRewardConfig)
-    return ParlRewardConfig(**{**top.__dict__, **lambdas, "nsc": nsc})
+    assert isinstance(nsc, NscConfig) and isinstance(judge, JudgeSettings) and isinstance(top, ParlRewardConfig)
+    return ParlRewardConfig(**{**top.__dict__, **lambdas, "nsc": nsc, "judge": judge})
+
+
+def _section(cls: type, name: str, raw: Any, errors: list[str]) -> Any:
+    """A nested dataclass section of ``parl.reward`` (``nsc``, ``judge``); unknown keys are errors."""
+    raw = dict(raw or {})
+    raw.pop("_target_", None)
+    known = {f.name for f in fields(cls)}
+    errors += [f"{PREFIX}.{name}.{key}: unknown key" for key in raw if key not in known]
+    return _build(cls, {k: v for k, v in raw.items() if k in known}, errors)
 
 
 def _build(cls: type, values: dict[str, Any], errors: list[str]) -> Any:

@@ -1,5 +1,11 @@
-"""An LLM judge on an OpenAI-compatible ``/chat/completions`` endpoint, with a cache and a
-concurrency limit; every failure is an :class:`InfraFailureError` naming its cause, never a silent 0.
+"""An LLM judge with a cache and a concurrency limit; every failure is an :class:`InfraFailureError`
+naming its cause, never a silent 0.
+
+Two backends (``parl.reward.judge.backend``, built by :func:`build_judge`): ``external``, an
+OpenAI-compatible ``/chat/completions`` endpoint, and ``frozen``, the frozen-subagent group's servers
+(named Ray actors ``parl_frozen_<i>``, found by name) with the chat template of the frozen
+checkpoint's tokenizer applied. ``$VERL_PARL_JUDGE_BASE_URL`` / ``$VERL_PARL_JUDGE_MODEL`` override the
+configured backend with an external endpoint.
 
 What judged Kimi-Researcher's *training* reward is not published (o3-mini was its evaluation judge),
 so the endpoint, model and prompt are configuration. The judge answers with a verdict line
@@ -13,16 +19,23 @@ threads, so a threading semaphore bounds the requests of all of them together.
 from __future__ import annotations
 
 import hashlib
+import inspect
+import itertools
 import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from uuid import uuid4
 
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.table import CellJudge
 from verl_parl.rewards.text_match import extract_answer
+
+if TYPE_CHECKING:
+    from verl_parl.rewards.config import JudgeSettings
 
 CORRECTNESS_TEMPLATE = (
     "You grade answers. Question:\n{question}\n\nReference answer:\n{gold}\n\nCandidate answer:\n{answer}\n\n"
@@ -37,9 +50,10 @@ _SCORE = re.compile(r"SCORE:\s*([01](?:\.\d+)?)\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    """Where and how to judge. ``base_url`` is e.g. ``http://127.0.0.1:8000/v1``."""
+    """Where and how to judge. ``base_url`` is e.g. ``http://127.0.0.1:8000/v1``; None when the judge
+    is given its own transport (``LLMJudge(config, ask=...)``, e.g. the frozen group)."""
 
-    base_url: str
+    base_url: str | None
     model: str
     template: str = "correctness"
     timeout_s: float = 60.0
@@ -50,7 +64,7 @@ class JudgeConfig:
 
     def __post_init__(self) -> None:
         errors = []
-        if not self.base_url.startswith(("http://", "https://")):
+        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
             errors.append(f"judge.base_url: must be an http(s) URL, got {self.base_url!r}")
         if self.template not in TEMPLATES:
             errors.append(f"judge.template: {self.template!r} is not one of {sorted(TEMPLATES)}")
@@ -82,11 +96,20 @@ def render_prompt(template: str, question: str, answer: str, gold: str) -> str:
     return TEMPLATES[template].format(question=question, answer=answer, gold=gold)
 
 
-class LLMJudge:
-    """Calls the endpoint at most ``max_concurrency`` at a time; caches verdicts by prompt (LRU)."""
+Ask = Callable[[str], str]
+"""Sends one judge prompt, returns the reply text; raises :class:`InfraFailureError` on failure."""
 
-    def __init__(self, config: JudgeConfig) -> None:
+
+class LLMJudge:
+    """Asks at most ``max_concurrency`` at a time; caches verdicts by prompt (LRU).
+
+    ``ask`` sends a prompt (default: POST to ``config.base_url``'s ``/chat/completions``)."""
+
+    def __init__(self, config: JudgeConfig, ask: Ask | None = None) -> None:
+        if ask is None and not config.base_url:
+            raise ValueError("judge.base_url: required for an OpenAI-compatible judge")
         self.config = config
+        self._ask = ask or self._post
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, float] = OrderedDict()
@@ -120,16 +143,13 @@ class LLMJudge:
             "temperature": 0.0,
             "max_tokens": self.config.max_tokens,
         }
-        url = self.config.base_url.rstrip("/") + "/chat/completions"
-        with self._slots:
-            with self._lock:
-                self.requests_sent += 1
-            try:
-                response = requests.post(url, json=payload, headers=headers, timeout=self.config.timeout_s)
-                response.raise_for_status()
-                return str(response.json()["choices"][0]["message"]["content"])
-            except (requests.RequestException, ValueError, KeyError, IndexError, TypeError) as exc:
-                raise InfraFailureError(f"judge request to {url} failed: {type(exc).__name__}: {exc}") from exc
+        url = str(self.config.base_url).rstrip("/") + "/chat/completions"
+        try:
+            response = requests.post(url, json=payload, headers=headers, timeout=self.config.timeout_s)
+            response.raise_for_status()
+            return str(response.json()["choices"][0]["message"]["content"])
+        except (requests.RequestException, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise InfraFailureError(f"judge request to {url} failed: {type(exc).__name__}: {exc}") from exc
 
     def judge(self, question: str, answer: str, gold: str) -> float:
         """Score in [0, 1]; raises :class:`InfraFailureError` when the endpoint fails or talks nonsense."""
@@ -138,7 +158,11 @@ class LLMJudge:
         cached = self._cached(key)
         if cached is not None:
             return cached
-        value = parse_verdict(self._post(prompt))
+        with self._slots:
+            with self._lock:
+                self.requests_sent += 1
+            reply = self._ask(prompt)
+        value = parse_verdict(reply)
         self._store(key, value)
         return value
 
@@ -160,12 +184,122 @@ def judge_from_env() -> LLMJudge:
         return _JUDGES[(url, model)]
 
 
-def llm_judge_scorer(solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None) -> dict[str, Any]:
+def llm_judge_scorer(
+    solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None, judge: LLMJudge | None = None
+) -> dict[str, Any]:
     """Registered scorer ``llm_judge``: the judge's verdict on the final answer (question from
-    ``extra_info["question"]``). Raises :class:`InfraFailureError` when the judge fails."""
+    ``extra_info["question"]``). ``judge`` is the run's (``parl.reward.judge``, handed over by the
+    ``parl`` reward manager), else the environment's. Raises :class:`InfraFailureError` when the judge fails."""
     question = str((extra_info or {}).get("question", ""))
-    score = judge_from_env().judge(question, extract_answer(solution_str), str(ground_truth))
+    score = (judge or judge_from_env()).judge(question, extract_answer(solution_str), str(ground_truth))
     return {"score": score, "acc": float(score >= 0.5)}
+
+
+class FrozenGroupAsk:
+    """Sends judge prompts to the frozen group's servers, round-robin, greedy.
+
+    The prompt is one user message rendered with the chat template of the frozen checkpoint's tokenizer
+    (``serving.model_path``). The servers are the named actors ``parl_frozen_<i>``, found by name (and
+    started from ``serving`` if none runs yet, as agent-loop workers do). A server error, a timeout or a
+    prompt too long for the server's ``max_model_len`` raises :class:`InfraFailureError`.
+
+    Args:
+        serving: the dedicated group's settings (``verl_parl.swarm.config.SubagentServing``).
+        max_tokens: the judge's reply budget.
+        timeout_s: seconds to wait for one reply.
+    """
+
+    def __init__(self, serving: Any, *, max_tokens: int, timeout_s: float) -> None:
+        from transformers import AutoTokenizer
+
+        if serving.mode != "dedicated" or not serving.model_path:
+            raise ValueError("parl.reward.judge.backend=frozen needs parl.subagent.mode=dedicated with a model_path")
+        self.serving = serving
+        self.tokenizer = AutoTokenizer.from_pretrained(serving.model_path, local_files_only=True)
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self._handles: list[Any] | None = None
+        self._turn = itertools.count()
+        self._lock = threading.Lock()
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """``prompt`` as one user message with the generation prompt, in the frozen tokenizer's chat template."""
+        ids = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
+        )
+        if hasattr(ids, "keys"):  # transformers 5 may return a mapping
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
+
+    def _next_server(self) -> Any:
+        from verl_parl.frozen import dedicated_handles
+
+        with self._lock:
+            if self._handles is None:
+                self._handles = dedicated_handles(self.serving)
+            return self._handles[next(self._turn) % len(self._handles)]
+
+    def __call__(self, prompt: str) -> str:
+        import ray
+
+        prompt_ids = self.prompt_ids(prompt)
+        params = {"temperature": 0.0, "max_tokens": self.max_tokens}
+        try:
+            server = self._next_server()
+            ref = server.generate.remote(prompt_ids=prompt_ids, sampling_params=params, request_id=uuid4().hex)
+            output = ray.get(ref, timeout=self.timeout_s)
+        except (ray.exceptions.RayError, ValueError) as exc:
+            raise InfraFailureError(f"frozen-group judge failed: {type(exc).__name__}: {exc}") from exc
+        return str(self.tokenizer.decode(output.token_ids, skip_special_tokens=True))
+
+
+def build_judge(settings: JudgeSettings, trainer_config: Any = None) -> LLMJudge | None:
+    """The run's judge from ``parl.reward.judge`` (None with ``backend: none``).
+
+    ``$VERL_PARL_JUDGE_BASE_URL`` and ``$VERL_PARL_JUDGE_MODEL``, when both set, override the backend
+    with that OpenAI-compatible endpoint. ``frozen`` reads the group from ``trainer_config``'s
+    ``parl.subagent`` section.
+    """
+    url, model = os.environ.get(JUDGE_URL_ENV), os.environ.get(JUDGE_MODEL_ENV)
+    backend = "external" if url and model else settings.backend
+    if backend == "none":
+        return None
+    common: dict[str, Any] = {
+        "template": settings.template,
+        "timeout_s": settings.timeout_s,
+        "max_concurrency": settings.concurrency,
+        "cache_size": settings.cache,
+        "api_key_env": settings.api_key_env,
+        "max_tokens": settings.max_tokens,
+    }
+    if backend == "external":
+        return LLMJudge(JudgeConfig(base_url=url or settings.base_url, model=model or settings.model or "", **common))
+    from verl_parl.swarm.config import swarm_settings
+
+    ask = FrozenGroupAsk(
+        swarm_settings(trainer_config).subagent, max_tokens=settings.max_tokens, timeout_s=settings.timeout_s
+    )
+    return LLMJudge(JudgeConfig(base_url=None, model=f"frozen:{ask.serving.model_path}", **common), ask=ask)
+
+
+def check_judge(cfg: Any) -> list[str]:
+    """Whole-config check: ``backend: frozen`` needs the dedicated frozen group (``parl.subagent.mode``)."""
+    from omegaconf import OmegaConf
+
+    backend = OmegaConf.select(cfg, "parl.reward.judge.backend", default="none")
+    mode = OmegaConf.select(cfg, "parl.subagent.mode", default="dedicated")
+    if backend == "frozen" and mode != "dedicated":
+        return [f"parl.reward.judge.backend: 'frozen' needs parl.subagent.mode=dedicated, not {mode!r}"]
+    return []
+
+
+def takes_judge(fn: Any) -> bool:
+    """Whether the score function ``fn`` accepts a ``judge`` keyword (or any keyword)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "judge" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def cell_judge(judge: LLMJudge) -> CellJudge:

@@ -3,7 +3,8 @@
 * ``exact_match``: normalised exact match of the final answer (best over a list of golds);
 * ``token_f1``: token-level F1 of the final answer;
 * ``table``: WideSearch-style table scoring; ``score`` is the item-F1;
-* ``llm_judge``: an OpenAI-compatible judge (:mod:`verl_parl.rewards.judge`, endpoint from the environment).
+* ``llm_judge``: an LLM judge's verdict (:mod:`verl_parl.rewards.judge`): the run's ``parl.reward.judge``
+  when the ``parl`` reward manager hands it over (``judge=``), else the environment's endpoint.
 
 A scorer is ``fn(solution_str, ground_truth, extra_info) -> {"score": float, ...}`` (see
 :mod:`verl_parl.rewards.verl_reward`). The ``table`` scorer's ground truth is a mapping::
@@ -11,7 +12,8 @@ A scorer is ``fn(solution_str, ground_truth, extra_info) -> {"score": float, ...
     {"csv": "name,year\\n...", "keys": ["name"], "metrics": {"year": "number"},
      "aliases": {"name": ["title"]}, "number_rel_tol": 0.01, "date_tol_days": 0}
 
-A column with metric ``llm`` is judged by the environment's judge (:func:`verl_parl.rewards.judge.judge_from_env`).
+A column with metric ``llm`` is judged by the run's judge, else the environment's
+(:func:`verl_parl.rewards.judge.judge_from_env`).
 
 (``columns`` + ``rows`` may replace ``csv``); any of these keys may also come from ``extra_info``.
 """
@@ -36,15 +38,15 @@ def _gold_table(gold: Mapping[str, Any]) -> Table:
     raise TableError("table ground truth needs 'csv' or 'columns' + 'rows'")
 
 
-def _table_spec(gold: Mapping[str, Any]) -> TableSpec:
+def _table_spec(gold: Mapping[str, Any], judge: Any = None) -> TableSpec:
     keys = gold.get("keys") or ()
-    judge = None
+    cells = None
     if "llm" in dict(gold.get("metrics") or {}).values():
         from verl_parl.rewards.judge import cell_judge, judge_from_env
 
-        judge = cell_judge(judge_from_env())
+        cells = cell_judge(judge or judge_from_env())
     return TableSpec(
-        judge=judge,
+        judge=cells,
         keys=(keys,) if isinstance(keys, str) else tuple(str(k) for k in keys),
         metrics=dict(gold.get("metrics") or {}),
         aliases={str(k): tuple(v) for k, v in dict(gold.get("aliases") or {}).items()},
@@ -53,8 +55,11 @@ def _table_spec(gold: Mapping[str, Any]) -> TableSpec:
     )
 
 
-def table_scorer(solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Registered scorer ``table``: item-F1 as ``score`` plus every table metric and the ``reason``."""
+def table_scorer(
+    solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None, judge: Any = None
+) -> dict[str, Any]:
+    """Registered scorer ``table``: item-F1 as ``score`` plus every table metric and the ``reason``
+    (``llm`` columns use ``judge``, an :class:`~verl_parl.rewards.judge.LLMJudge`, else the environment's)."""
     gold = {**dict(extra_info or {}), **(dict(ground_truth) if isinstance(ground_truth, Mapping) else {})}
     if not isinstance(ground_truth, Mapping):
         gold["csv"] = str(ground_truth)
@@ -62,7 +67,7 @@ def table_scorer(solution_str: str, ground_truth: Any, extra_info: dict[str, Any
         table = _gold_table(gold)
     except TableError as exc:
         return {"score": 0.0, "item_f1": 0.0, "row_f1": 0.0, "success": 0.0, "reason": str(exc)}
-    result = score_table_answer(extract_answer(solution_str), table, _table_spec(gold))
+    result = score_table_answer(extract_answer(solution_str), table, _table_spec(gold, judge))
     return {
         "score": result.item_f1,
         "item_f1": result.item_f1,

@@ -4,7 +4,8 @@
 heavy: each registration runs when verl itself imports the module concerned.
 
 * ``parl`` → verl's reward-loop registry (``verl.experimental.reward_loop.reward_manager``);
-* ``reinforce_nsc`` → verl's advantage-estimator registry (``verl.trainer.ppo.core_algos``);
+* ``reinforce_nsc`` → verl's advantage-estimator registry and ``parl_token_mask`` (K2.5's token-masked
+  loss, :mod:`verl_parl.algos.token_mask`) → its policy-loss registry (``verl.trainer.ppo.core_algos``);
 * the ``parl_sync`` trainer (:mod:`verl_parl.trainer`) calls :func:`before_advantage` and
   :func:`after_advantage` around verl's advantage computation (verl has no metrics hook for reward
   managers or estimators): the episodes' ``reward_extra_info`` is read back from TransferQueue and
@@ -53,9 +54,10 @@ def _register_reward_manager(module: Any) -> None:
 
 
 def _register_estimator(module: Any) -> None:
-    from verl_parl.algos.verl_estimator import register
+    from verl_parl.algos import token_mask, verl_estimator
 
-    register(module)
+    verl_estimator.register(module)
+    token_mask.register(module)
 
 
 def _reward_infos(batch: Any) -> list[Mapping[str, Any] | None]:
@@ -104,7 +106,7 @@ def after_advantage(metrics: dict[str, Any]) -> None:
 
 
 def install() -> None:
-    """Register ``parl`` and ``reinforce_nsc`` once verl imports each registry's module."""
+    """Register ``parl``, ``reinforce_nsc`` and ``parl_token_mask`` once verl imports each registry's module."""
     from verl_parl.imports import when_imported
 
     when_imported(REWARD_MANAGER_PACKAGE, _register_reward_manager)

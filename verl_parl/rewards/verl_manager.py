@@ -5,10 +5,15 @@ registered-scorer bridge :mod:`verl_parl.rewards.verl_reward`), exactly as the `
 computes it. The PARL terms come from the episode's accounting fields (``extra_fields``) and the λ
 schedules of ``parl.reward`` at the episode's global step. Every term is returned in
 ``reward_extra_info`` under ``parl_*`` keys, from which the trainer hook logs ``parl/reward/*``.
+
+The run's LLM judge (``parl.reward.judge``, :func:`verl_parl.rewards.judge.build_judge`) is built once
+per manager and handed to the score function as ``judge=`` (our scorer bridge passes it on to the
+scorers that take it); a judge failure makes the sample infra-failed, never a silent 0.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +24,7 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from verl_parl.rewards.config import ParlRewardConfig, parse_reward_config
 from verl_parl.rewards.infra import InfraFailureError
+from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats, RewardTerms, parl_terms
 
 logger = logging.getLogger(__name__)
@@ -86,6 +92,14 @@ class ParlRewardManager(RewardManagerBase):
     ) -> None:
         super().__init__(config, tokenizer, compute_score)
         self.reward_cfg = reward_config_from(config)
+        self.judge = build_judge(self.reward_cfg.judge, config)
+        if self.judge is not None and compute_score is not None:
+            if not takes_judge(compute_score):
+                raise ValueError(
+                    "parl.reward.judge: the score function (reward.custom_reward_function) takes no `judge` "
+                    "keyword; use verl-parl's compute_score or add one"
+                )
+            compute_score = functools.partial(compute_score, judge=self.judge)
         self.inner = NaiveRewardManager(  # type: ignore[no-untyped-call]  # verl is untyped
             config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer
         )

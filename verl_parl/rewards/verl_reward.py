@@ -6,7 +6,9 @@ Point verl at it with::
     reward.custom_reward_function.name: compute_score
     reward.custom_reward_function.reward_kwargs.scorer: number_match
 
-The scorer is looked up in the plugin registries of the reward worker's own process.
+The scorer is looked up in the plugin registries of the reward worker's own process. The ``parl``
+reward manager passes the run's judge (``parl.reward.judge``) as ``judge=``; it reaches the scorers
+that take a ``judge`` keyword (``llm_judge``, ``table``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from verl_parl.plugins import get_registries
+from verl_parl.rewards.judge import takes_judge
 
 
 def compute_score(
@@ -21,9 +24,12 @@ def compute_score(
     solution_str: str,
     ground_truth: Any,
     extra_info: dict[str, Any] | None = None,
+    *,
     scorer: str = "number_match",
+    judge: Any = None,
     **kwargs: Any,
 ) -> float | dict[str, Any]:
     """Score one response with the registered scorer ``scorer`` (``score`` is verl's reward)."""
     score_fn = get_registries().scorers.get(scorer).factory()
-    return score_fn(solution_str=solution_str, ground_truth=ground_truth, extra_info=extra_info or {})
+    extra = {"judge": judge} if judge is not None and takes_judge(score_fn) else {}
+    return score_fn(solution_str=solution_str, ground_truth=ground_truth, extra_info=extra_info or {}, **extra)

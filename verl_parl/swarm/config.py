@@ -66,6 +66,14 @@ def parse_swarm(swarm: dict[str, Any], serving: dict[str, Any], default_model_pa
     trace_fraction = float(swarm.pop("trace_fraction", 0.0))
     if not 0.0 <= trace_fraction <= 1.0:
         errors.append(f"parl.swarm.trace_fraction: {trace_fraction} is not in [0, 1]")
+    schedule_raw = serving.pop("schedule", None)
+    if schedule_raw:
+        from verl_parl.frozen.schedule import parse_schedule
+
+        stages, schedule_errors = parse_schedule(schedule_raw)
+        errors += schedule_errors
+        if stages and serving.get("model_path") is None:
+            serving["model_path"] = stages[0].model_path
     if serving.get("model_path") is None:
         serving["model_path"] = default_model_path
     parts: dict[str, Any] = {}

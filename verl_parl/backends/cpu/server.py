@@ -158,6 +158,34 @@ class HFInferenceServer:
     async def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = global_steps
 
+    async def load_checkpoint(self, model_path: str) -> str:
+        """Serve another fixed checkpoint (the frozen group's scheduled switch); returns the path served.
+
+        Not a weight update: the whole model is loaded from ``model_path`` (its size may differ, e.g.
+        small subagents first, larger ones later) and the engine is rebuilt. Only frozen servers switch
+        (a policy server's weights come from the trainer). A no-op when ``model_path`` is already
+        served; requests still in flight are aborted (the sync trainer switches between steps).
+        """
+        if not self.frozen:
+            raise RuntimeError("load_checkpoint is for frozen servers; the policy server receives weight updates")
+        if os.path.realpath(model_path) == os.path.realpath(self.model_path):
+            return self.model_path
+        model = await asyncio.to_thread(load_model, model_path)
+        engine = BatchedGenerator(
+            model,
+            eos_token_ids=eos_token_ids(model_path),
+            max_batch_size=self.engine.max_batch_size,
+            max_model_len=self.max_model_len,
+        )
+        previous, self.engine, self.model, self.model_path = self.engine, engine, model, model_path
+        await previous.close()
+        logger.info("frozen server now serves %s", model_path)
+        return model_path
+
+    async def checkpoint_path(self) -> str:
+        """The checkpoint folder this server serves."""
+        return self.model_path
+
     async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
         await self.engine.abort_all()
         return {"aborted_count": 0, "request_ids": []}

@@ -1,0 +1,112 @@
+"""Subagent checkpoint switching: real frozen HF server actors, two tiny checkpoints (seeds 0 and 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from verl_parl.frozen import FROZEN_ACTOR_PREFIX, frozen_group_metrics
+from verl_parl.frozen.schedule import CheckpointStage, FrozenGroupSchedule, checkpoint_index
+from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.swarm.config import SubagentServing
+
+SWITCH_STEP = 3
+PROMPT = [5, 17, 33, 90, 11]
+
+
+def small_spec(seed: int) -> TinyModelSpec:
+    return TinyModelSpec(
+        vocab_size=512, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, seed=seed
+    )
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    cache = tmp_path_factory.mktemp("models")
+    return tuple(str(build_tiny_model(small_spec(seed), cache_dir=cache, progress=False)) for seed in (0, 1))  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def digests(instances: int) -> list[str]:
+    import ray
+
+    handles = [ray.get_actor(f"{FROZEN_ACTOR_PREFIX}{i}") for i in range(instances)]
+    return ray.get([h.weights_digest.remote() for h in handles])
+
+
+def test_digest_changes_exactly_at_the_switch_step(checkpoints: tuple[str, str], ray_cluster: None) -> None:
+    import ray
+    import torch
+
+    from verl_parl.trainer import ParlSyncTrainer
+
+    small, large = checkpoints
+    stages = (CheckpointStage(0, small), CheckpointStage(SWITCH_STEP, large))
+    serving = SubagentServing(mode="dedicated", model_path=small, instances=2, max_model_len=64)
+    # the trainer's own hooks, on a bare instance (verl's trainer needs a whole cluster to construct)
+    trainer = ParlSyncTrainer.__new__(ParlSyncTrainer)
+    trainer._frozen_schedule = FrozenGroupSchedule(stages, serving)
+    first_digests: dict[str, str] = {}
+    seen: list[list[str]] = []
+    for step in range(6):
+        trainer.global_steps = step
+        trainer.on_step_begin()
+        assert trainer._frozen_checkpoint_index == (1 if step >= SWITCH_STEP else 0)
+        seen.append(digests(2))
+        metrics = frozen_group_metrics(first_digests)
+        assert metrics == {"parl/frozen/instances": 2.0, "parl/frozen/weights_changed": 0.0}
+    assert seen[0][0] == seen[0][1]  # both servers serve the same checkpoint
+    changes = [step for step in range(1, 6) if seen[step] != seen[step - 1]]
+    assert changes == [SWITCH_STEP]
+
+    # the switched server generates, and stays frozen
+    actor = ray.get_actor(f"{FROZEN_ACTOR_PREFIX}0")
+    assert ray.get(actor.checkpoint_path.remote()) == large
+    out = ray.get(actor.generate.remote(prompt_ids=PROMPT, sampling_params={"temperature": 0.0}, request_id="x"))
+    assert len(out.token_ids) >= 1
+    with pytest.raises(ray.exceptions.RayTaskError, match="frozen"):
+        ray.get(actor.update_weights.remote([("model.norm.weight", torch.zeros(32))]))
+    assert digests(2) == seen[-1]
+
+    # a resumed run (fresh schedule object, step 1): the checkpoint is a function of the step
+    resumed = FrozenGroupSchedule(stages, serving)
+    assert resumed.apply(1) == 0
+    assert digests(2) == seen[0]
+    assert resumed.apply(4) == 1
+    assert digests(2) == seen[SWITCH_STEP]
+    for name in (f"{FROZEN_ACTOR_PREFIX}{i}" for i in range(2)):
+        ray.kill(ray.get_actor(name))
+
+
+def test_policy_server_refuses_checkpoint_loads(checkpoints: tuple[str, str]) -> None:
+    import asyncio
+
+    from verl_parl.backends.cpu.server import HFInferenceServer
+
+    async def scenario() -> None:
+        server = HFInferenceServer(checkpoints[0], max_model_len=64, default_max_tokens=4)
+        try:
+            with pytest.raises(RuntimeError, match="frozen servers"):
+                await server.load_checkpoint(checkpoints[1])
+        finally:
+            await server.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_checkpoint_index_is_a_function_of_the_step(checkpoints: tuple[str, str]) -> None:
+    stages = (CheckpointStage(0, checkpoints[0]), CheckpointStage(SWITCH_STEP, checkpoints[1]))
+    assert [checkpoint_index(stages, s) for s in range(6)] == [0, 0, 0, 1, 1, 1]
+    assert Path(checkpoints[0]).name != Path(checkpoints[1]).name
