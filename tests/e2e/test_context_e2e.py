@@ -2,6 +2,7 @@
 
 The cold-start model calls the calculator, so episodes have rounds; with ``discard_all`` at a tiny
 threshold every round is followed by a reset, so each episode returns several trainable segments.
+The reward is Kimi-Researcher's (format-gated correctness) and the advantages gamma-decayed per turn.
 """
 
 from __future__ import annotations
@@ -24,10 +25,17 @@ def test_researcher_trains_on_multiple_segments_per_episode(tmp_path: Path) -> N
         "parl.researcher.max_turns=3",
         "parl.context.agent.policy=discard_all",
         "parl.context.agent.trigger_tokens=1",
+        # Kimi-Researcher's recipe on top: format-gated reward, gamma-decayed REINFORCE with NSC
+        "reward.reward_manager.name=parl",
+        "parl.reward.form=researcher",
+        "algorithm.adv_estimator=reinforce_nsc",
+        "parl.reward.researcher.gamma=0.9",
     )
     train = assert_trained(result, tmp_path / "run")
     for record in train:
         assert record["parl/context_segments/mean"] == record["parl/context_resets/mean"] + 1
         assert record["parl/context_segments/mean"] <= 3  # one segment per turn at most
     assert max(r["parl/context_resets/mean"] for r in train) >= 1  # episodes were split into segments
+        assert 0.0 <= record["parl/reward/format_ok"] <= 1.0  # the researcher reward ran
+        assert "parl/nsc/kept_fraction" in record  # ... and reinforce_nsc computed the advantages
     assert (tmp_path / "run" / "plots" / "context.png").exists()

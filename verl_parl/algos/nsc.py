@@ -36,13 +36,21 @@ class NscResult:
     num_infra_failed: int
 
 
-def group_mean_baseline(scores: torch.Tensor, index: Sequence[Hashable], valid: torch.Tensor) -> torch.Tensor:
+def group_mean_baseline(
+    scores: torch.Tensor,
+    index: Sequence[Hashable],
+    valid: torch.Tensor,
+    episodes: Sequence[Hashable] | None = None,
+) -> torch.Tensor:
     """Per-sample mean of the *valid* scores of its group; 0 for a group with no valid sample.
 
     Args:
         scores: ``(B,)`` episode rewards.  index: B group ids.  valid: ``(B,)`` bool, False = infra-failed.
+        episodes: B episode ids, when an episode may span several samples (context segments share
+            their episode's score): each episode then counts once in its group's mean.
     Returns:
-        ``(B,)`` baselines; e.g. scores [1, 0, 5], index [a, a, a], valid [T, T, F] → [0.5, 0.5, 0.5].
+        ``(B,)`` baselines; e.g. scores [1, 0, 5], index [a, a, a], valid [T, T, F] → [0.5, 0.5, 0.5];
+        scores [1, 1, 0], index [a, a, a], episodes [x, x, y] → [0.5, 0.5, 0.5].
     """
     groups: dict[Hashable, list[int]] = {}
     for i, gid in enumerate(index):
@@ -50,18 +58,27 @@ def group_mean_baseline(scores: torch.Tensor, index: Sequence[Hashable], valid: 
     baseline = torch.zeros_like(scores, dtype=torch.float32)
     for members in groups.values():
         ok = [i for i in members if bool(valid[i])]
+        if episodes is not None:
+            ok = list({episodes[i]: i for i in ok}.values())  # one sample per episode
         mean = float(scores[ok].float().mean()) if ok else 0.0
         baseline[members] = mean
     return baseline
 
 
 def reinforce_advantages(
-    scores: torch.Tensor, index: Sequence[Hashable], valid: torch.Tensor, baseline: str = "group_mean"
+    scores: torch.Tensor,
+    index: Sequence[Hashable],
+    valid: torch.Tensor,
+    baseline: str = "group_mean",
+    episodes: Sequence[Hashable] | None = None,
 ) -> torch.Tensor:
     """``score − baseline`` for valid samples, 0 for infra-failed ones; ``(B,)`` → ``(B,)``."""
     if baseline not in BASELINES:
         raise ValueError(f"unknown baseline {baseline!r}; known: {BASELINES}")
-    base = group_mean_baseline(scores, index, valid) if baseline == "group_mean" else torch.zeros_like(scores)
+    if baseline == "group_mean":
+        base = group_mean_baseline(scores, index, valid, episodes)
+    else:
+        base = torch.zeros_like(scores, dtype=torch.float32)
     return torch.where(valid, scores.float() - base, torch.zeros_like(base))
 
 
@@ -114,11 +131,13 @@ def reinforce_nsc(
     fraction: float = 0.0,
     max_ratio: float = 1.0,
     seed: int = 0,
+    episodes: Sequence[Hashable] | None = None,
 ) -> NscResult:
-    """Advantages (0 where dropped or infra-failed), keep-mask, dropped fraction of valid samples."""
+    """Advantages (0 where dropped or infra-failed), keep-mask, dropped fraction of valid samples.
+    ``episodes``: see :func:`group_mean_baseline`."""
     failed = torch.zeros_like(scores, dtype=torch.bool) if infra_failed is None else infra_failed.bool()
     valid = ~failed
-    adv = reinforce_advantages(scores, index, valid, baseline)
+    adv = reinforce_advantages(scores, index, valid, baseline, episodes)
     keep = negative_keep_mask(adv, valid, strategy, fraction=fraction, max_ratio=max_ratio, seed=seed)
     n_valid = int(valid.sum())
     dropped = int((valid & ~keep).sum())

@@ -5,6 +5,11 @@ or per-sample metadata. :mod:`verl_parl.rewards.verl_hooks` wraps the trainer's
 ``_compute_advantage`` to fill :data:`CONTEXT` (the ``parl.reward.nsc`` settings, the step, each
 sample's infra-failed flag) before the call and to merge :func:`pop_metrics` into the step's
 metrics after it. Without that wrapper (e.g. in a unit test) the defaults of :class:`NscConfig` apply.
+
+With ``parl.reward.researcher.gamma`` set, the advantage is per turn (Kimi-Researcher's gamma decay,
+:mod:`verl_parl.algos.turns`); the turns of each sample come from the agent loop's
+``segment_first_turn``/``episode_turns`` fields. Segments of one episode count once in their group's
+baseline.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 import torch
 
 from verl_parl.algos.nsc import reinforce_nsc
+from verl_parl.algos.turns import decayed_advantages
 from verl_parl.rewards.config import NscConfig
 
 NAME = "reinforce_nsc"
@@ -28,6 +34,10 @@ class EstimatorContext:
     nsc: NscConfig = field(default_factory=NscConfig)
     step: int = 0
     infra_failed: list[bool] | None = None
+    gamma: float | None = None  # parl.reward.researcher.gamma: per-turn decay of the advantage
+    episodes: list[str] | None = None  # per sample: its episode (context segments share one)
+    first_turns: list[int] | None = None  # per sample: turns of its episode before the sample's first
+    episode_turns: list[int] | None = None  # per sample: its episode's number of turns (-1: unknown)
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -71,14 +81,28 @@ def compute_reinforce_nsc_advantage(
         fraction=nsc.fraction,
         max_ratio=nsc.max_ratio,
         seed=nsc.seed + CONTEXT.step,
+        episodes=_per_sample(CONTEXT.episodes, batch),
     )
     CONTEXT.metrics = {
         "parl/nsc/dropped_fraction": result.dropped_fraction,
         "parl/nsc/num_infra_failed": float(result.num_infra_failed),
         "parl/nsc/kept_fraction": float(result.keep.float().mean()) if batch else 0.0,
     }
+    first, turns = _per_sample(CONTEXT.first_turns, batch), _per_sample(CONTEXT.episode_turns, batch)
+    if CONTEXT.gamma is not None and first is not None and turns is not None and min(turns) >= 0:
+        baselines = torch.where(result.keep, scores.float() - result.advantages, torch.zeros_like(result.advantages))
+        decayed = decayed_advantages(
+            scores, baselines, response_mask, torch.tensor(first), torch.tensor(turns), gamma=CONTEXT.gamma
+        )
+        advantages = (decayed * result.keep.unsqueeze(-1)).to(token_level_rewards.dtype)
+        return advantages, advantages
     advantages = result.advantages.to(token_level_rewards.dtype).unsqueeze(-1) * response_mask
     return advantages, advantages
+
+
+def _per_sample(values: list[Any] | None, batch: int) -> list[Any] | None:
+    """``values`` when it has one entry per sample of this batch, else None (a stale or foreign context)."""
+    return values if values is not None and len(values) == batch else None
 
 
 def register(core_algos: Any) -> None:

@@ -96,6 +96,32 @@ def _default_lambda() -> ScheduleConfig:
     return ScheduleConfig(kind="linear", start=0.1, end=0.0, num_steps=100)
 
 
+REWARD_FORMS = (*FORMS, "researcher")
+
+
+@dataclass(frozen=True)
+class ResearcherRewardConfig:
+    """Kimi-Researcher's reward: ``form: researcher`` and the gamma decay of ``reinforce_nsc``.
+
+    ``format_penalty``: the reward of a trajectory with a format error (invalid tool calls, context or
+    iteration limit exceeded) is ``-format_penalty`` whatever its answer. ``gamma``: when set, the
+    ``reinforce_nsc`` estimator gives the tokens of turn i of T the advantage ``r·γ^(T−i) − baseline``
+    (unpublished value; null keeps one advantage per episode).
+    """
+
+    format_penalty: float = 1.0
+    gamma: float | None = None
+
+    def __post_init__(self) -> None:
+        errors = []
+        if not isinstance(self.format_penalty, int | float) or self.format_penalty < 0:
+            errors.append(f"{PREFIX}.researcher.format_penalty: must be a number >= 0, got {self.format_penalty!r}")
+        if self.gamma is not None and not (isinstance(self.gamma, int | float) and 0 < self.gamma <= 1):
+            errors.append(f"{PREFIX}.researcher.gamma: must be null or in (0, 1], got {self.gamma!r}")
+        if errors:
+            raise RewardConfigError(errors)
+
+
 @dataclass(frozen=True)
 class ParlRewardConfig:
     """``parl.reward``: the PARL staged reward (``reward.reward_manager.name=parl``) and ``reinforce_nsc``."""
@@ -107,11 +133,12 @@ class ParlRewardConfig:
     lambda_finish: ScheduleConfig = field(default_factory=_default_lambda)
     nsc: NscConfig = field(default_factory=NscConfig)
     judge: JudgeSettings = field(default_factory=JudgeSettings)
+    researcher: ResearcherRewardConfig = field(default_factory=ResearcherRewardConfig)
 
     def __post_init__(self) -> None:
         errors = []
-        if self.form not in FORMS:
-            errors.append(f"{PREFIX}.form: {self.form!r} is not one of {FORMS}")
+        if self.form not in REWARD_FORMS:
+            errors.append(f"{PREFIX}.form: {self.form!r} is not one of {REWARD_FORMS}")
         if self.parallel_kind not in PARALLEL_KINDS:
             errors.append(f"{PREFIX}.parallel_kind: {self.parallel_kind!r} is not one of {PARALLEL_KINDS}")
         if not isinstance(self.parallel_cap, int) or self.parallel_cap <= 0:
@@ -147,15 +174,17 @@ def parse_reward_config(raw: dict[str, Any] | None) -> ParlRewardConfig:
     }
     nsc = _section(NscConfig, "nsc", raw.pop("nsc", None), errors)
     judge = _section(JudgeSettings, "judge", raw.pop("judge", None), errors)
+    researcher = _section(ResearcherRewardConfig, "researcher", raw.pop("researcher", None), errors)
     top = _build(ParlRewardConfig, {k: v for k, v in raw.items() if k in known}, errors)
     if errors:
         raise RewardConfigError(errors)
     assert isinstance(nsc, NscConfig) and isinstance(judge, JudgeSettings) and isinstance(top, ParlRewardConfig)
-    return ParlRewardConfig(**{**top.__dict__, **lambdas, "nsc": nsc, "judge": judge})
+    sections = {"nsc": nsc, "judge": judge, "researcher": researcher}
+    return ParlRewardConfig(**{**top.__dict__, **lambdas, **sections})
 
 
 def _section(cls: type, name: str, raw: Any, errors: list[str]) -> Any:
-    """A nested dataclass section of ``parl.reward`` (``nsc``, ``judge``); unknown keys are errors."""
+    """A nested dataclass section of ``parl.reward`` (``nsc``, ``judge``, ``researcher``); unknown keys are errors."""
     raw = dict(raw or {})
     raw.pop("_target_", None)
     known = {f.name for f in fields(cls)}

@@ -34,6 +34,7 @@ REWARD_METRICS = {
     "parl/lambda/finish": "parl_lambda_finish",
     "parl/reward/step": "parl_step",
     "parl/reward/infra_failed": "parl_infra_failed",
+    "parl/reward/format_ok": "parl_format_ok",
 }
 """Logged metric → ``reward_extra_info`` key (mean over the step's samples)."""
 
@@ -60,16 +61,29 @@ def _register_estimator(module: Any) -> None:
     token_mask.register(module)
 
 
-def _reward_infos(batch: Any) -> list[Mapping[str, Any] | None]:
+def _batch_rows(batch: Any) -> tuple[list[Mapping[str, Any] | None], list[int], list[int]]:
+    """Per sample: ``reward_extra_info``, and the turn placement of its segment (``segment_first_turn``,
+    ``episode_turns``; 0 and -1 when the agent loop does not report them)."""
     import transfer_queue as tq
 
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
     infos: list[Mapping[str, Any] | None] = []
+    first_turns: list[int] = []
+    episode_turns: list[int] = []
     for value in data.pop("extra_fields").tolist():
         extra = getattr(value, "data", value)
-        info = extra.get("reward_extra_info") if isinstance(extra, Mapping) else None
+        extra = extra if isinstance(extra, Mapping) else {}
+        info = extra.get("reward_extra_info")
         infos.append(info if isinstance(info, Mapping) else None)
-    return infos
+        first_turns.append(int(extra.get("segment_first_turn", 0) or 0))
+        turns = extra.get("episode_turns")
+        episode_turns.append(int(turns) if turns is not None else -1)
+    return infos, first_turns, episode_turns
+
+
+def episode_keys(keys: Sequence[str]) -> list[str]:
+    """The episode of each TransferQueue key ``{uid}_{session}_{segment}``: ``{uid}_{session}``."""
+    return [key.rsplit("_", 1)[0] if key.count("_") >= 2 else key for key in keys]
 
 
 def in_use(config: Any) -> bool:
@@ -89,11 +103,15 @@ def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> None:
     if not in_use(trainer.config):
         return
     try:
-        infos = _reward_infos(batch)
+        infos, first_turns, episode_turns = _batch_rows(batch)
         metrics.update(reward_metrics(infos))
-        CONTEXT.nsc = reward_config_from(trainer.config).nsc
+        cfg = reward_config_from(trainer.config)
+        CONTEXT.nsc = cfg.nsc
+        CONTEXT.gamma = cfg.researcher.gamma
         CONTEXT.step = int(getattr(trainer, "global_steps", 0) or 0)
         CONTEXT.infra_failed = [bool(info and info.get("parl_infra_failed")) for info in infos]
+        CONTEXT.episodes = episode_keys(list(batch.keys))
+        CONTEXT.first_turns, CONTEXT.episode_turns = first_turns, episode_turns
     except Exception:  # metrics must never stop training; the warning says why
         logger.warning("verl-parl: could not read reward_extra_info for parl/* metrics", exc_info=True)
 

@@ -26,6 +26,7 @@ from verl_parl.rewards.config import ParlRewardConfig, parse_reward_config
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats, RewardTerms, parl_terms
+from verl_parl.rewards.researcher import FormatReport, researcher_outcome
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,23 @@ def terms_info(terms: RewardTerms, step: int) -> dict[str, float]:
     }
 
 
+def researcher_info(cfg: ParlRewardConfig, extra: Mapping[str, Any], r_perf: float, step: int) -> dict[str, float]:
+    """Kimi-Researcher's reward (``form: researcher``): correctness only for a format-clean trajectory,
+    else ``-format_penalty``; read from the ``researcher`` loop's flags in ``extra``."""
+    report = FormatReport(
+        invalid_tool_calls=int(extra.get("parl_invalid_tool_calls", 0) or 0),
+        context_exceeded=bool(extra.get("parl_context_exceeded", False)),
+        iterations_exceeded=bool(extra.get("parl_iterations_exceeded", False)),
+    )
+    reward = researcher_outcome(report, r_perf, cfg.researcher.format_penalty)
+    return {
+        "parl_reward": reward,
+        "parl_r_perf": r_perf,
+        "parl_format_ok": float(report.clean),
+        "parl_step": float(step),
+    }
+
+
 class ParlRewardManager(RewardManagerBase):
     """verl reward manager: the naive manager's score as ``r_perf``, plus the staged PARL terms."""
 
@@ -116,6 +134,10 @@ class ParlRewardManager(RewardManagerBase):
         extra = extra if isinstance(extra, Mapping) else {}
         step = episode_step(item.non_tensor_batch, extra)
         r_perf = float(result["reward_score"])
+        if self.reward_cfg.form == "researcher":
+            info.update(researcher_info(self.reward_cfg, extra, r_perf, step))
+            info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
+            return {"reward_score": info["parl_reward"], "reward_extra_info": info}
         success = bool(info.get("acc", r_perf > 0))
         terms = staged_terms(self.reward_cfg, EpisodeStats.from_extra_fields(extra), r_perf, step, success)
         info.update(terms_info(terms, step))
