@@ -60,7 +60,12 @@ __all__ = [
     "validate_config",
 ]
 
-BUILTIN_PLUGINS: tuple[str, ...] = ("verl_parl.tasks.arithmetic", "verl_parl.rewards.scorers", "verl_parl.context")
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "verl_parl.tasks.arithmetic",
+    "verl_parl.rewards.scorers",
+    "verl_parl.context",
+    "verl_parl.tasks.research.plugin",
+)
 """Modules of our own components, registered (under their module name) before any entry point."""
 
 BLOCK_PLUGINS_ENV = "VERL_PARL_BLOCK_PLUGINS"
