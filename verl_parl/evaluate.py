@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,7 @@ class Evaluator:
     subagent_backend: Any
     scorer: str
     concurrency: int = 16
+    sampling: dict[str, Any] = field(default_factory=lambda: dict(GREEDY))
 
     async def run_mode(self, mode: str, rows: list[dict[str, Any]]) -> tuple[list[EpisodeResult], float]:
         """Every row in ``mode``, ``concurrency`` episodes at a time; the results and the wall time."""
@@ -160,7 +161,7 @@ class Evaluator:
                 started = time.perf_counter()
                 try:
                     loop = make_loop(mode, self.cfg, self.client, self.tokenizer, self.subagent_backend)
-                    output = await loop.run(dict(GREEDY), raw_prompt=prompt_for(row, mode), tools_kwargs={})
+                    output = await loop.run(dict(self.sampling), raw_prompt=prompt_for(row, mode), tools_kwargs={})
                     result = self.score(mode, index, row, output)
                 except Exception as exc:  # noqa: BLE001 - a failed episode is a result, not a failed evaluation
                     result = EpisodeResult(mode, index, 0.0, False, None, math.nan, math.nan, 0, 0.0, repr(exc))
@@ -227,25 +228,40 @@ def format_table(summaries: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def evaluate(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
+def start_servers(cfg: Any, model: str, subagent_model: str | None) -> tuple[Any, Any]:
+    """In-process servers: the policy from ``model`` and the frozen subagents from ``subagent_model``."""
     from omegaconf import OmegaConf
-    from verl.utils import hf_tokenizer
 
     from verl_parl.backends.cpu.server import HFInferenceServer
 
-    cfg = compose_config(args.model, overrides)
     rollout = cfg.actor_rollout_ref.rollout
     max_len = int(rollout.prompt_length) + int(rollout.response_length)
-    policy = HFInferenceServer(args.model, max_model_len=max_len, default_max_tokens=int(rollout.response_length))
-    frozen_path = args.subagent_model or args.model
+    policy = HFInferenceServer(model, max_model_len=max_len, default_max_tokens=int(rollout.response_length))
     subagent_len = int(OmegaConf.select(cfg, "parl.subagent.max_model_len", default=2048))
-    frozen = HFInferenceServer(frozen_path, max_model_len=subagent_len, default_max_tokens=256, frozen=True)
-    scorer = args.scorer or OmegaConf.select(cfg, "reward.custom_reward_function.reward_kwargs.scorer")
-    tokenizer = hf_tokenizer(args.model)
+    frozen = HFInferenceServer(subagent_model or model, max_model_len=subagent_len, default_max_tokens=256, frozen=True)
+    return policy, frozen
+
+
+def build_evaluator(cfg: Any, model: str, policy: Any, frozen: Any, scorer: str | None, **options: Any) -> Evaluator:
+    from omegaconf import OmegaConf
+    from verl.utils import hf_tokenizer
+
+    scorer = scorer or OmegaConf.select(cfg, "reward.custom_reward_function.reward_kwargs.scorer")
+    return Evaluator(cfg, ServerClient(policy), hf_tokenizer(model), ServerBackend(frozen), scorer, **options)
+
+
+async def evaluate(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
+    cfg = compose_config(args.model, overrides)
+    policy, frozen = start_servers(cfg, args.model, args.subagent_model)
+    evaluator = build_evaluator(cfg, args.model, policy, frozen, args.scorer, concurrency=args.concurrency)
     rows = load_rows(args.data, args.limit)
-    report: dict[str, Any] = {"model": args.model, "subagent_model": frozen_path, "data": str(args.data)}
-    report["modes"], report["episodes"] = {}, []
-    evaluator = Evaluator(cfg, ServerClient(policy), tokenizer, ServerBackend(frozen), scorer, args.concurrency)
+    report: dict[str, Any] = {
+        "model": args.model,
+        "subagent_model": args.subagent_model or args.model,
+        "data": str(args.data),
+        "modes": {},
+        "episodes": [],
+    }
     try:
         for mode in args.modes:
             results, wall = await evaluator.run_mode(mode, rows)
@@ -255,6 +271,43 @@ async def evaluate(args: argparse.Namespace, overrides: list[str]) -> dict[str, 
         await policy.shutdown()
         await frozen.shutdown()
     return report
+
+
+class RolloutSolver:
+    """``solve_batch(rows) -> scores`` through the real rollout path, for the pass@N filter
+    (:func:`verl_parl.tasks.research.passn.pass_at_n_filter`): each call runs every row once in ``mode``
+    with sampling (temperature 1 by default) and returns the scorer's scores. Call :meth:`close` at the end.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        mode: str = "researcher",
+        subagent_model: str | None = None,
+        overrides: Sequence[str] = (),
+        temperature: float = 1.0,
+        concurrency: int = 16,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        self.mode = mode
+        self.loop = asyncio.new_event_loop()
+        cfg = compose_config(model, list(overrides))
+        self.policy, self.frozen = start_servers(cfg, model, subagent_model)
+        sampling = {**GREEDY, "temperature": temperature, "top_p": 1.0}
+        self.evaluator = build_evaluator(
+            cfg, model, self.policy, self.frozen, None, concurrency=concurrency, sampling=sampling
+        )
+
+    def __call__(self, rows: list[dict[str, Any]]) -> list[float]:
+        results, _ = self.loop.run_until_complete(self.evaluator.run_mode(self.mode, list(rows)))
+        return [r.score for r in results]
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.policy.shutdown())
+        self.loop.run_until_complete(self.frozen.shutdown())
+        self.loop.close()
 
 
 def _modes(text: str) -> list[str]:

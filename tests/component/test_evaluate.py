@@ -64,3 +64,25 @@ def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixtu
         with pytest.raises(SystemExit):
             evaluate.main(argv)
         assert needle in capsys.readouterr().err
+
+
+def test_pass_at_n_filter_through_the_rollout_path(model_path: Path, tmp_path: Path) -> None:
+    import pandas as pd
+
+    from verl_parl.tasks.research.__main__ import main as research_cli
+
+    data = arithmetic.write_dataset(tmp_path / "data", n_train=1, n_val=3, agent_loop="researcher")["val"]
+    solver = evaluate.RolloutSolver(
+        str(model_path), overrides=["actor_rollout_ref.rollout.response_length=16"], concurrency=3
+    )
+    try:
+        scores = solver(pd.read_parquet(data).to_dict("records"))
+    finally:
+        solver.close()
+    assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
+
+    out = tmp_path / "kept.parquet"
+    argv = ["filter", "--input", str(data), "--output", str(out), "-n", "2", "--model", str(model_path)]
+    assert research_cli([*argv, "--scorer", "number_match"]) == 0
+    kept = pd.read_parquet(out)
+    assert len(kept) == 3  # the untrained model never solves a question, so no row is "too easy"

@@ -68,7 +68,13 @@ def _parser() -> argparse.ArgumentParser:
     filt.add_argument("--input", type=Path, required=True)
     filt.add_argument("--output", type=Path, required=True)
     filt.add_argument("-n", type=int, required=True, help="attempts per row")
-    filt.add_argument("--solver", required=True, help="MODULE:FUNCTION taking a row (or rows with --batch)")
+    how = filt.add_mutually_exclusive_group(required=True)
+    how.add_argument("--model", help="checkpoint to roll out through the real agent loop (verl_parl.evaluate)")
+    how.add_argument("--solver", help="MODULE:FUNCTION taking a row (or rows with --batch)")
+    filt.add_argument("--mode", default="researcher", help="with --model: the agent loop (researcher, parl_swarm)")
+    filt.add_argument("--subagent-model", default=None, help="with --model: frozen subagents' checkpoint")
+    filt.add_argument("--temperature", type=float, default=1.0, help="with --model: sampling temperature")
+    filt.add_argument("--scorer", default="research", help="with --model: the registered scorer of the rows")
     filt.add_argument("--batch", action="store_true", help="the solver takes a list of rows and returns scores")
     filt.add_argument("--threshold", type=float, default=1.0, help="score counting as solved")
     filt.add_argument("--min-solved", type=int, default=0)
@@ -112,20 +118,34 @@ def load_solver(target: str) -> Callable[..., Any]:
 
 
 def cmd_filter(args: argparse.Namespace) -> int:
-    solver = load_solver(args.solver)
     if not args.input.is_file():
         raise ValueError(f"--input {str(args.input)!r} does not exist")
-    report = filter_parquet(
-        args.input,
-        args.output,
-        args.n,
-        solve=None if args.batch else solver,
-        solve_batch=solver if args.batch else None,
-        threshold=args.threshold,
-        min_solved=args.min_solved,
-        max_solved=args.max_solved,
-        early_stop=not args.no_early_stop,
-    )
+    options = {
+        "threshold": args.threshold,
+        "min_solved": args.min_solved,
+        "max_solved": args.max_solved,
+        "early_stop": not args.no_early_stop,
+    }
+    if args.model:
+        from verl_parl.evaluate import RolloutSolver
+
+        if not Path(args.model).is_dir():
+            raise ValueError(f"--model {args.model!r} is not a checkpoint folder")
+        rollout = RolloutSolver(
+            args.model,
+            mode=args.mode,
+            subagent_model=args.subagent_model,
+            overrides=[f"reward.custom_reward_function.reward_kwargs.scorer={args.scorer}"],
+            temperature=args.temperature,
+        )
+        try:
+            report = filter_parquet(args.input, args.output, args.n, solve_batch=rollout, **options)
+        finally:
+            rollout.close()
+    else:
+        solver = load_solver(args.solver)
+        batch = {"solve_batch": solver} if args.batch else {"solve": solver}
+        report = filter_parquet(args.input, args.output, args.n, **batch, **options)
     print(json.dumps(report, indent=2))
     return 0
 
