@@ -216,3 +216,16 @@ def test_subagent_context_policy_rewrites_the_subagent_history(trainer_config: D
     final_subagent_prompt = server.tokenizer.decode(server.requests[4][0])
     assert "add two and three" in final_subagent_prompt and "5 * 1" in final_subagent_prompt
     assert "2 + 3" not in final_subagent_prompt
+
+
+def test_an_overflowing_tool_result_is_cut_at_the_response_budget(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+
+    script = [call("calculator", expression=" + ".join(["1"] * 60))]  # a long call, then its long echo
+    cfg = configured(trainer_config, policy="hide_tool_result", trigger_tokens=100000, response_length=48)
+    outputs, server = run(ResearcherAgentLoop, cfg, model_path, script)
+    (output,) = outputs
+    assert len(output.response_ids) == len(output.response_mask) == 48
+    generated = server.outputs[0][:48]
+    assert output.response_ids[: len(generated)] == generated
+    assert output.extra_fields["parl_context_exceeded"] == 1.0

@@ -17,7 +17,8 @@ what per-turn rewards (Kimi-Researcher's gamma decay) need to find each turn's p
 When a segment should end: once the next prompt reaches the policy's threshold, when the policy asks
 (a model-driven policy after the agent chose what to drop), or when less than a quarter of the
 segment's response budget (``data.max_response_length``) remains. Every generation is capped to the
-segment's remaining budget, so no segment is ever truncated.
+segment's remaining budget, so no segment's generated tokens are ever truncated (a tool result that
+overflows the budget, which then ends the episode, is cut at ``data.max_response_length``).
 """
 
 from __future__ import annotations
@@ -201,12 +202,13 @@ class SegmentedAgentLoop(AgentLoopBase):
             if last:
                 extra.update(episode_fields)
                 extra.update(state.context_fields())
+            limit = self.rollout_config.response_length  # only tool results can pass it (generation is capped)
             outputs.append(
                 AgentLoopOutput(
                     prompt_ids=segment.prompt_ids,
-                    response_ids=segment.response_ids,
-                    response_mask=segment.response_mask,
-                    response_logprobs=segment.response_logprobs or None,
+                    response_ids=segment.response_ids[:limit],
+                    response_mask=segment.response_mask[:limit],
+                    response_logprobs=segment.response_logprobs[:limit] or None,
                     num_turns=2 * segment.turns,
                     metrics={},
                     extra_fields=extra,
