@@ -27,12 +27,36 @@ if [ "${1:-}" = "test" ]; then extras="[test]"; fi
 echo "[install] verl-parl${extras} (editable) and its dependencies"
 "$PYTHON" -m pip install -e ".${extras}"
 
+# The code sandbox (plugins/sandbox) isolates model-written code with bubblewrap (Debian package `bubblewrap`).
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[install] bubblewrap (apt-get) for the code sandbox"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap
+  else
+    echo "[install] warning: bwrap not found and not root with apt-get: install bubblewrap (e.g. sudo apt-get install bubblewrap);" \
+      "the run_python tool refuses to start without it (python -m verl_parl_sandbox selftest checks)" >&2
+  fi
+fi
+
 # Tool plugins: separate distributions under plugins/, found through the `verl_parl` entry-point group
 # exactly like a third party's plugin.
-for plugin in plugins/search plugins/browser; do  # browser: work in progress, registers no tool yet
+for plugin in plugins/search plugins/browser plugins/sandbox; do
   echo "[install] tool plugin ${plugin} (editable)"
   "$PYTHON" -m pip install -e "${plugin}"
 done
+
+# JavaScript rendering for the browser tool (optional): Playwright driving Debian's chromium (~1m40s, ~480 MB).
+if [ "${VERL_PARL_INSTALL_CHROMIUM:-0}" = "1" ]; then
+  echo "[install] browser JavaScript rendering: playwright (the js extra) and chromium (apt-get)"
+  "$PYTHON" -m pip install -e "plugins/browser[js]"
+  if command -v chromium >/dev/null 2>&1; then
+    :
+  elif [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    echo "[install] warning: chromium not found and not root with apt-get: sudo apt-get install chromium" >&2
+  fi
+fi
 
 if ! has_gpu && "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.version.cuda else 1)"; then
   echo "[install] warning: a CUDA build of torch is installed on a machine without a GPU (it still runs on CPU)" >&2

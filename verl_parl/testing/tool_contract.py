@@ -12,7 +12,9 @@ one :class:`ToolContractError`. The checks:
 
 * ``schema``: a well-formed OpenAI function schema — ``type: function``, a valid name, a description,
   an object ``parameters`` schema that is valid JSON Schema, ``required`` names that exist, arrays with
-  ``items``, every property typed and described, and no unknown keywords (catches ``item:`` for ``items:``);
+  ``items``, every property typed and described (a top-level parameter with a ``type``, which verl's
+  tool schema requires: ``["integer", "string"]`` rather than ``anyOf``), and no unknown keywords
+  (catches ``item:`` for ``items:``);
 * ``async_run``: ``run`` is a coroutine function;
 * ``valid_call``: ``valid_arguments`` pass validation and the tool returns non-empty text;
 * ``invalid_arguments``: a missing required argument, an unknown argument and a mistyped argument each
@@ -23,6 +25,34 @@ one :class:`ToolContractError`. The checks:
 * ``concurrency``: with ``max_concurrency=1`` a second call to the same tool waits, while a call to
   another instance (a second tool) is not blocked: limits are never shared;
 * ``truncation``: output over the budget is cut to it and flagged.
+
+For a session tool (one with ``open_session``, see :class:`~verl_parl.tools.base.SessionTool`) five
+more checks run::
+
+    check_tool(
+        make_browser,
+        valid_arguments={"action": "search", "query": "everest"},
+        session_calls=[{"action": "open", "id": "everest"}, {"action": "find", "pattern": "summit"}],
+    )
+
+``session_calls`` drives state: the calls before the last set state up, and the last one (the
+*probe*) must give a different result (status and text) in a session that made those calls than in
+a fresh one. The probe's output must be deterministic.
+
+* ``session_protocol``: ``open_session`` is ``async def`` and returns a session with ``async def``
+  ``run`` and ``close``;
+* ``session_state``: the probe sees the state set up in its own session, and a session opened before,
+  beside or after it does not (sessions are independent). Without ``session_calls`` this check is
+  skipped (``ToolCheckReport.skipped`` says so);
+* ``session_standalone``: ``run`` alone works and is a one-call session: after ``run`` was called with
+  each of ``session_calls`` but the last, the probe gives the fresh session's result;
+* ``session_close``: ``close`` returns within ``close_timeout_s`` and never raises, called twice, and on
+  a session that never ran; a call after ``close`` raises ``ToolError`` (pass
+  ``calls_after_close="allowed"`` when your tool documents that a closed session keeps working;
+  then the call must still not raise anything but ``ToolError``);
+* ``toolbox_close``: through a :class:`~verl_parl.tools.runtime.ToolBox`, calls of one trajectory share
+  one session, another box gets its own, and ``ToolBox.aclose()`` closes them (the session is closed
+  for real: calling it afterwards behaves as after ``close``).
 """
 
 from __future__ import annotations
@@ -33,17 +63,18 @@ import dataclasses
 import inspect
 import re
 import threading
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal
 
 import jsonschema
 
-from verl_parl.tools.base import Tool, ToolError
-from verl_parl.tools.runtime import ToolLimits, ToolRuntime, validate_arguments
+from verl_parl.tools.base import Tool, ToolError, ToolSession, is_session_tool
+from verl_parl.tools.runtime import CallResult, ToolBox, ToolLimits, ToolRuntime, tool_name, validate_arguments
 
 __all__ = ["ToolCheckReport", "ToolContractError", "acheck_tool", "check_schema", "check_tool"]
 
 ToolOrFactory = Tool | Callable[[], Tool]
+AfterClose = Literal["refused", "allowed"]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SCHEMA_KEYWORDS = frozenset(
     [
@@ -103,6 +134,7 @@ class ToolCheckReport:
 
     tool: str
     passed: list[str] = dataclasses.field(default_factory=list)
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # check -> why it did not run
 
 
 def check_schema(schema: Any) -> list[str]:
@@ -137,6 +169,8 @@ def _check_property(where: str, prop: Any, *, top: bool = False) -> list[str]:
     problems = [f"{where}: unknown keyword {key!r}" + _hint(key) for key in prop if key not in _SCHEMA_KEYWORDS]
     if not {"type", "anyOf", "oneOf", "allOf", "enum", "const", "$ref"} & prop.keys():
         problems.append(f"{where}: no 'type'")
+    elif top and "type" not in prop:  # verl's OpenAIFunctionPropertySchema refuses the schema otherwise
+        problems.append(f"{where}: no 'type' (verl's tool_agent needs one per parameter: a list of types, not anyOf)")
     if top and not prop.get("description"):
         problems.append(f"{where}: no 'description' (the model reads it)")
     if prop.get("type") == "array":
@@ -162,15 +196,27 @@ def check_tool(
     valid_arguments: dict[str, Any],
     invalid_arguments: Iterable[dict[str, Any]] = (),
     timeout_s: float = 0.05,
+    session_calls: Sequence[dict[str, Any]] = (),
+    calls_after_close: AfterClose = "refused",
+    close_timeout_s: float = 10.0,
 ) -> ToolCheckReport:
     """Run every contract check (see the module docstring); raise :class:`ToolContractError` on failures.
 
     ``tool_or_factory``: a tool instance, or a zero-argument callable (a class) building one — with a
     factory the concurrency check uses two independent instances. ``valid_arguments``: a call that
     must succeed. ``invalid_arguments``: schema-valid calls the tool must refuse with a ``ToolError``.
+    Session tools only: ``session_calls`` (calls setting state up, then a probe call that shows it),
+    ``calls_after_close`` (whether a closed session refuses calls, the default, or documents that it
+    keeps working) and ``close_timeout_s`` (the longest ``close`` may take).
     """
     coro = acheck_tool(
-        tool_or_factory, valid_arguments=valid_arguments, invalid_arguments=invalid_arguments, timeout_s=timeout_s
+        tool_or_factory,
+        valid_arguments=valid_arguments,
+        invalid_arguments=invalid_arguments,
+        timeout_s=timeout_s,
+        session_calls=session_calls,
+        calls_after_close=calls_after_close,
+        close_timeout_s=close_timeout_s,
     )
     try:
         asyncio.get_running_loop()
@@ -203,14 +249,27 @@ async def acheck_tool(
     valid_arguments: dict[str, Any],
     invalid_arguments: Iterable[dict[str, Any]] = (),
     timeout_s: float = 0.05,
+    session_calls: Sequence[dict[str, Any]] = (),
+    calls_after_close: AfterClose = "refused",
+    close_timeout_s: float = 10.0,
 ) -> ToolCheckReport:
     """:func:`check_tool` for callers already inside an event loop."""
+    if len(session_calls) == 1:
+        raise ValueError("session_calls needs at least two calls: the calls setting state up, then the probe")
+    if calls_after_close not in ("refused", "allowed"):
+        raise ValueError(f"calls_after_close must be 'refused' or 'allowed', got {calls_after_close!r}")
     make = _factory(tool_or_factory)
     tool = make()
     checks = _Checks(tool, make, valid_arguments, list(invalid_arguments), timeout_s)
     name = getattr(tool, "schema", {}).get("function", {}).get("name", type(tool).__name__)
     report, failures = ToolCheckReport(str(name)), {}
-    for check_name, check in checks.all():
+    all_checks = checks.all()
+    if is_session_tool(tool):
+        sessions = _SessionChecks(tool, valid_arguments, list(session_calls), calls_after_close, close_timeout_s)
+        all_checks += sessions.all()
+        if not session_calls:
+            report.skipped["session_state"] = "pass session_calls (state set-up calls, then a probe) to run it"
+    for check_name, check in all_checks:
         try:
             problem = await check()
         except Exception as exc:  # noqa: BLE001 -- a crashing check is a failed check, reported with the rest
@@ -352,6 +411,197 @@ class _Checks:
         return None
 
 
+Outcome = tuple[str, str]  # (status, text) of one call
+
+
+class _TrackedSession:
+    """A session proxy counting ``close`` calls (to see that a ToolBox closed it)."""
+
+    def __init__(self, session: ToolSession) -> None:
+        self.session = session
+        self.closes = 0
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        return await self.session.run(arguments)
+
+    async def close(self) -> None:
+        self.closes += 1
+        await self.session.close()
+
+
+class _Tracked:
+    """A session-tool proxy remembering every session it opened."""
+
+    def __init__(self, tool: Tool) -> None:
+        self.schema, self.tool = tool.schema, tool
+        self.sessions: list[_TrackedSession] = []
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        return await self.tool.run(arguments)
+
+    async def open_session(self) -> _TrackedSession:
+        session = _TrackedSession(await _open(self.tool))
+        self.sessions.append(session)
+        return session
+
+
+async def _open(tool: Tool) -> ToolSession:
+    session: ToolSession = await getattr(tool, "open_session")()  # noqa: B009 -- not on the Tool protocol
+    return session
+
+
+@dataclasses.dataclass
+class _SessionChecks:
+    tool: Tool
+    valid: dict[str, Any]
+    calls: list[dict[str, Any]]
+    after_close: AfterClose
+    close_timeout_s: float
+
+    def all(self) -> list[tuple[str, Callable[[], Awaitable[str | None]]]]:
+        checks: list[tuple[str, Callable[[], Awaitable[str | None]]]] = [("session_protocol", self.protocol)]
+        if self.calls:
+            checks.append(("session_state", self.state))
+        checks += [
+            ("session_standalone", self.standalone),
+            ("session_close", self.close),
+            ("toolbox_close", self.toolbox_close),
+        ]
+        return checks
+
+    async def protocol(self) -> str | None:
+        if not inspect.iscoroutinefunction(getattr(self.tool, "open_session", None)):
+            return "open_session must be an `async def` method"
+        session = await _open(self.tool)
+        try:
+            for method in ("run", "close"):
+                if not inspect.iscoroutinefunction(getattr(session, method, None)):
+                    return f"the session's {method} must be an `async def` method ({type(session).__name__})"
+        finally:
+            with contextlib.suppress(Exception):
+                await self._close(session)
+        return None
+
+    async def state(self) -> str | None:
+        *setup, probe = self.calls
+        runtime = ToolRuntime(self.tool)
+        fresh = await self._probe_fresh(runtime, probe)
+        before, with_state = await _open(self.tool), await _open(self.tool)
+        sessions = [before, with_state]
+        try:
+            for i, arguments in enumerate(setup):
+                result = await runtime.call(arguments, with_state)
+                if not result.ok:
+                    return f"session_calls[{i}] failed ({result.metrics.status}): {result.text[:200]}"
+            after = await _open(self.tool)
+            sessions.append(after)
+            kept = _outcome(await runtime.call(probe, with_state))
+            if kept == fresh:
+                return (
+                    f"the probe {probe!r} gave the same result after session_calls as in a fresh session "
+                    f"({_show(kept)}): the session keeps no state, or session_calls do not show it"
+                )
+            problems = []
+            for where, other in (("opened before", before), ("opened after", after)):
+                seen = _outcome(await runtime.call(probe, other))
+                if seen != fresh:
+                    problems.append(f"a session {where} the state was set up sees it: {_show(seen)}")
+            return "; ".join(problems) or None
+        finally:
+            for session in sessions:
+                with contextlib.suppress(Exception):
+                    await self._close(session)
+
+    async def standalone(self) -> str | None:
+        runtime = ToolRuntime(self.tool)
+        for _ in range(2):
+            result = await runtime.call(self.valid)
+            if not result.ok:
+                return f"run() on its own failed ({result.metrics.status}): {result.text[:200]}"
+        if not self.calls:
+            return None
+        *setup, probe = self.calls
+        fresh = await self._probe_fresh(runtime, probe)
+        for arguments in setup:
+            await runtime.call(arguments)
+        alone = _outcome(await runtime.call(probe))
+        if alone != fresh:
+            return f"run() kept state between calls (each run() must be a session of its own): {_show(alone)}"
+        return None
+
+    async def close(self) -> str | None:
+        problems = [await self._closes(await _open(self.tool), "an unused session")]
+        session = await _open(self.tool)
+        result = await ToolRuntime(self.tool).call(self.valid, session)
+        if not result.ok:
+            problems.append(f"a valid call in a session failed ({result.metrics.status}): {result.text[:200]}")
+        closed = await self._closes(session, "a session")
+        problems.append(closed or await self._after_close(session, "after close()"))
+        return "; ".join(p for p in problems if p) or None
+
+    async def toolbox_close(self) -> str | None:
+        tracked = _Tracked(self.tool)
+        name = tool_name(tracked.schema)
+        box, other = ToolBox([tracked]), ToolBox([tracked])
+        try:
+            results = [await box.call(name, self.valid), await box.call(name, self.valid)]
+            results.append(await other.call(name, self.valid))
+        finally:
+            await asyncio.wait_for(box.aclose(), self.close_timeout_s)
+            await asyncio.wait_for(other.aclose(), self.close_timeout_s)
+        failed = [r.text[:200] for r in results if not r.ok]
+        if failed:
+            return f"valid calls through a ToolBox failed: {failed}"
+        if len(tracked.sessions) != 2:
+            return f"two trajectories (ToolBoxes), three calls: expected 2 sessions, {len(tracked.sessions)} opened"
+        if any(s.closes == 0 for s in tracked.sessions) or box.open_sessions or other.open_sessions:
+            return "ToolBox.aclose() left a session open"
+        return await self._after_close(tracked.sessions[0].session, "after ToolBox.aclose()")
+
+    async def _probe_fresh(self, runtime: ToolRuntime, probe: dict[str, Any]) -> Outcome:
+        session = await _open(self.tool)
+        try:
+            return _outcome(await runtime.call(probe, session))
+        finally:
+            with contextlib.suppress(Exception):
+                await self._close(session)
+
+    async def _close(self, session: ToolSession) -> None:
+        await asyncio.wait_for(session.close(), self.close_timeout_s)
+
+    async def _closes(self, session: ToolSession, what: str) -> str | None:
+        for attempt in ("close()", "a second close()"):
+            try:
+                await self._close(session)
+            except (asyncio.TimeoutError, TimeoutError):
+                return f"{attempt} of {what} did not return within {self.close_timeout_s:g} s"
+            except Exception as exc:  # noqa: BLE001 -- close must never raise: report what it raised
+                return f"{attempt} of {what} raised {type(exc).__name__}: {exc}"
+        return None
+
+    async def _after_close(self, session: ToolSession, when: str) -> str | None:
+        try:
+            text = await session.run(dict(self.valid))
+        except ToolError:
+            return None
+        except Exception as exc:  # noqa: BLE001 -- only ToolError may come out of a closed session
+            return f"a call {when} raised {type(exc).__name__} instead of ToolError: {exc}"
+        if self.after_close == "refused":
+            return (
+                f"a call {when} was accepted (returned {text[:100]!r}); it must raise ToolError "
+                "(or pass calls_after_close='allowed' if your tool documents this)"
+            )
+        return None
+
+
+def _outcome(result: CallResult) -> Outcome:
+    return result.metrics.status, result.text
+
+
+def _show(outcome: Outcome) -> str:
+    return f"{outcome[0]}: {outcome[1][:120]!r}"
+
+
 def _broken_calls(schema: dict[str, Any], valid: dict[str, Any]) -> list[tuple[Any, str]]:
     """Schema-breaking variants of ``valid`` and the argument name each error message must contain."""
     params = schema["function"].get("parameters", {})
@@ -360,7 +610,7 @@ def _broken_calls(schema: dict[str, Any], valid: dict[str, Any]) -> list[tuple[A
     for name in params.get("required", [])[:1]:
         calls.append(({k: v for k, v in valid.items() if k != name}, repr(name)))
     for name, prop in properties.items():
-        if prop.get("type") in _WRONG_VALUE:
+        if isinstance(prop.get("type"), str) and prop["type"] in _WRONG_VALUE:
             calls.append(({**valid, name: _WRONG_VALUE[prop["type"]]}, repr(name)))
             break
     return calls

@@ -1,9 +1,14 @@
-"""verl-parl text browser (work in progress): the gpt-oss browser interface over the local corpus.
+"""verl-parl text browser: the gpt-oss browser interface as one session tool, ``browser``.
 
-Done: :class:`~verl_parl_browser.session.BrowserSession` — ``search``, ``open`` (by link id or docid,
-with cursor and line window), ``find``; a page stack addressed by cursor;
-numbered wrapped lines; links shown as ``【id†text】``. Not yet: the registered tool (it needs one
-session per trajectory), the HTTP backend, html2text, JavaScript rendering.
+* :mod:`verl_parl_browser.session` — the page stack: ``search``, ``open`` (link id, docid or URL, with
+  cursor and line window), ``find``; numbered wrapped lines, links as ``【id†text】``, citations as
+  ``【cursor†Lstart-Lend】``;
+* :mod:`verl_parl_browser.tool` — the registered ``browser`` tool (one function, ``action`` picks
+  search/open/find) with one session per trajectory;
+* :mod:`verl_parl_browser.web` — URLs over httpx behind a host allow-list (loopback by default);
+* :mod:`verl_parl_browser.convert` — HTML through html2text, links numbered;
+* :mod:`verl_parl_browser.js` — optional JavaScript rendering, Playwright driving Debian's Chromium
+  (extra ``js``).
 """
 
 from __future__ import annotations
