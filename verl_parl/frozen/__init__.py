@@ -20,11 +20,10 @@ FROZEN_ACTOR_PREFIX = "parl_frozen_"
 
 
 class SharedBackend:
-    """Subagents on the live policy server (ablation: these subagents are NOT frozen)."""
+    """Generation on the live policy server: shared-mode subagents (an ablation: NOT frozen), summaries."""
 
     def __init__(self, server_manager: Any) -> None:
         self.server_manager = server_manager
-        logger.warning("parl.subagent.mode=shared: subagents use the live policy, they are not frozen")
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
         output = await self.server_manager.generate(
@@ -73,9 +72,15 @@ def dedicated_handles(serving: SubagentServing, default_max_tokens: int = 256) -
 _BACKENDS: dict[tuple[Any, ...], Any] = {}
 
 
+_WARNED_SHARED: list[bool] = []  # the shared-mode warning, once per process
+
+
 def get_backend(serving: SubagentServing, server_manager: Any) -> Any:
     """The generation backend for ``serving`` (one per process and setting)."""
     if serving.mode == "shared":
+        if not _WARNED_SHARED:
+            _WARNED_SHARED.append(True)
+            logger.warning("parl.subagent.mode=shared: subagents use the live policy, they are not frozen")
         return SharedBackend(server_manager)
     key = (serving.mode, serving.model_path, serving.instances, serving.base_url, serving.model)
     if key not in _BACKENDS:
