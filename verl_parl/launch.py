@@ -169,7 +169,8 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
         "metrics": {key: se for key in SUMMARY_METRICS if (se := start_end(records, key)) is not None},
         "run_dir": str(run_dir),
     }
-    summary["plots"] = _plots(records, run_dir / "plots")
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    summary["plots"] = _plots(records, run_dir / "plots")  # after the summary: plots are a convenience
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 

@@ -78,15 +78,15 @@ def series(records: list[dict[str, Any]], key: str) -> tuple[list[float], list[f
 
 def plot_run(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """Write one PNG per panel with data and ``overview.png``; returns the paths written."""
+    names = sorted({k for r in records for k in r})
+    panels = [(p, keys) for p in PANELS if (keys := [k for k in p.select(names) if series(records, k)[0]])]
+    if not panels:
+        return []
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = sorted({k for r in records for k in r})
-    panels = [(p, keys) for p in PANELS if (keys := [k for k in p.select(names) if series(records, k)[0]])]
-    if not panels:
-        return []
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for panel, keys in panels:
