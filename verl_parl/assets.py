@@ -47,6 +47,13 @@ def _tiny_model(root: DictConfig) -> str:
     return str(build_tiny_model(cache_dir=_cache_dir(root) / "models"))
 
 
+def _coldstart_model(root: DictConfig) -> str:
+    """The default tiny model after cold-start SFT on tool-use demonstrations (see ``models/coldstart.py``)."""
+    from verl_parl.models.coldstart import build_coldstart_model
+
+    return str(build_coldstart_model(cache_dir=_cache_dir(root) / "models"))
+
+
 def _embedded_tools(root: DictConfig) -> str:
     from verl_parl.tasks import arithmetic
 
@@ -62,6 +69,7 @@ def _reward_fn(root: DictConfig) -> str:
 
 ASSETS: dict[str, Callable[[DictConfig], Any]] = {
     "tiny_model": _tiny_model,
+    "coldstart_model": _coldstart_model,
     "embedded_train": lambda root: str(_embedded_data(root)["train"]),
     "embedded_val": lambda root: str(_embedded_data(root)["val"]),
     "embedded_tools": _embedded_tools,

@@ -2,6 +2,10 @@
 
 ``python -m verl_parl.models build [--cache-dir DIR] [--hidden-size N ...]`` builds the tiny Qwen2 model
 (or finds it in the cache) and prints its folder on stdout; progress goes to stderr.
+
+``python -m verl_parl.models coldstart [--steps N] [--seed S] [--evaluate]`` does the same for the
+cold-start SFT of the default tiny model on scripted tool-use demonstrations
+(:mod:`verl_parl.models.coldstart`); ``--evaluate`` also samples the result and prints valid-call rates.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import dataclasses
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
 
@@ -26,12 +31,63 @@ def _parser() -> argparse.ArgumentParser:
     for field in dataclasses.fields(TinyModelSpec):
         flag = "--" + field.name.replace("_", "-")
         build.add_argument(flag, type=int, default=field.default, help=f"default: {field.default}")
+    _add_coldstart(commands)
     return parser
+
+
+def _add_coldstart(commands: Any) -> None:
+    from verl_parl.models.coldstart import ColdStartSpec
+
+    defaults = ColdStartSpec()
+    cold = commands.add_parser("coldstart", help="cold-start SFT of the tiny model (cached); print its folder")
+    cold.add_argument(
+        "--cache-dir", type=Path, default=None, help="default: $VERL_PARL_CACHE or ~/.cache/verl_parl/models"
+    )
+    cold.add_argument("--quiet", action="store_true", help="no progress output")
+    cold.add_argument("--steps", type=int, default=defaults.steps, help=f"optimizer steps (default: {defaults.steps})")
+    cold.add_argument(
+        "--seed", type=int, default=defaults.seed, help=f"demos and training seed (default: {defaults.seed})"
+    )
+    cold.add_argument(
+        "--demos-per-role", type=int, default=defaults.demos_per_role, help=f"default: {defaults.demos_per_role}"
+    )
+    cold.add_argument("--batch-size", type=int, default=defaults.batch_size, help=f"default: {defaults.batch_size}")
+    cold.add_argument("--lr", type=float, default=defaults.lr, help=f"peak learning rate (default: {defaults.lr})")
+    cold.add_argument(
+        "--evaluate", type=int, default=0, metavar="N", help="then sample N first turns per role at temperature 1"
+    )
+
+
+def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from verl_parl.models.coldstart import ColdStartSpec, build_coldstart_model, build_info
+
+    try:
+        spec = ColdStartSpec(
+            steps=args.steps,
+            seed=args.seed,
+            demos_per_role=args.demos_per_role,
+            batch_size=args.batch_size,
+            lr=args.lr,
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
+    path = build_coldstart_model(spec, args.cache_dir, progress=not args.quiet)
+    if args.evaluate > 0:
+        from verl_parl.models.coldstart_eval import evaluate_checkpoint, format_table
+
+        info = build_info(path)
+        print(f"SFT: {spec.steps} steps, {info['train_seconds']} s, final loss {info['final_loss']}", file=sys.stderr)
+        print(format_table(evaluate_checkpoint(path, samples=args.evaluate)), file=sys.stderr)
+    print(path)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "coldstart":
+        return _coldstart(parser, args)
     try:
         spec = TinyModelSpec(**{field.name: getattr(args, field.name) for field in dataclasses.fields(TinyModelSpec)})
     except ValueError as error:

@@ -1,0 +1,177 @@
+"""Measure a (cold-started) checkpoint: does it emit well-formed tool calls, and does it answer?
+
+Prompts are the first turns of fresh demonstrations (their own seed, so mostly unseen questions),
+rendered by the chat template with the role's tools; completions are sampled through the CPU
+rollout engine (:class:`verl_parl.backends.cpu.engine.BatchedGenerator`), as in a rollout.
+
+A first turn is *valid* when :func:`verl_parl.swarm.calls.parse_tool_calls` finds at least one call,
+every call parses (no :class:`CallError`), names one of the role's tools and passes
+:func:`~verl_parl.swarm.calls.check_arguments` against its schema. For roles whose only tool is
+the arithmetic ``calculator`` the episode is also played to the end (calculator results as tool
+messages, up to ``max_turns``) and scored with the task's ``number_match``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from verl_parl.backends.cpu.engine import BatchedGenerator, SamplingParams
+from verl_parl.models.coldstart import render_ids
+from verl_parl.models.demos import Demo, make_demos
+from verl_parl.swarm.calls import CallError, ToolCall, check_arguments, parse_tool_calls
+from verl_parl.swarm.subagent import assistant_message
+from verl_parl.tasks import arithmetic
+
+__all__ = ["RoleReport", "evaluate_checkpoint", "evaluate_model", "first_turn_valid"]
+
+
+@dataclass
+class RoleReport:
+    role: str
+    samples: int
+    valid: int
+    answered: int | None = None  # episodes scored (calculator roles only)
+    correct: int | None = None
+    examples: list[str] = field(default_factory=list)  # a few first-turn completions
+
+    @property
+    def valid_rate(self) -> float:
+        return self.valid / self.samples if self.samples else 0.0
+
+    @property
+    def accuracy(self) -> float | None:
+        return None if self.correct is None or not self.answered else self.correct / self.answered
+
+
+def first_turn_valid(text: str, tools: list[dict[str, Any]] | None) -> bool:
+    """Whether ``text`` holds at least one call and every call is well formed for ``tools``."""
+    _, calls = parse_tool_calls(text)
+    schemas = {schema["function"]["name"]: schema for schema in tools or []}
+    if not calls:
+        return False
+    for call in calls:
+        if isinstance(call, CallError) or call.name not in schemas:
+            return False
+        if check_arguments(call, schemas[call.name]) is not None:
+            return False
+    return True
+
+
+def evaluate_checkpoint(path: Path, **kwargs: Any) -> dict[str, RoleReport]:
+    """:func:`evaluate_model` on the checkpoint folder ``path``."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    return evaluate_model(model, tokenizer, **kwargs)
+
+
+def evaluate_model(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    task: str = "arithmetic",
+    roles: tuple[str, ...] = ("agent", "subagent", "orchestrator"),
+    samples: int = 64,
+    temperature: float = 1.0,
+    max_tokens: int = 256,
+    max_turns: int = 3,
+    seed: int = 12345,
+) -> dict[str, RoleReport]:
+    """Sample ``samples`` episodes per role at ``temperature`` and report valid-call rates (and answers)."""
+    demos = make_demos(task, roles, samples, seed)
+    return asyncio.run(_evaluate(model, tokenizer, demos, temperature, max_tokens, max_turns, seed))
+
+
+async def _evaluate(  # noqa: PLR0917 - private helper of evaluate_model
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    demos: list[Demo],
+    temperature: float,
+    max_tokens: int,
+    max_turns: int,
+    seed: int,
+) -> dict[str, RoleReport]:
+    eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
+    engine = BatchedGenerator(model, eos_token_ids=eos, max_batch_size=64, max_model_len=2048, seed=seed)
+    try:
+
+        async def generate(ids: list[int], index: int, turn: int) -> str:
+            params = SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed + 1000 * turn + index)
+            result = await engine.generate(ids, params)
+            return tokenizer.decode(result.token_ids, skip_special_tokens=True)
+
+        episodes = await asyncio.gather(
+            *(_episode(tokenizer, demo, generate, index, max_turns) for index, demo in enumerate(demos))
+        )
+    finally:
+        await engine.close()
+    reports: dict[str, RoleReport] = {}
+    for demo, (first, correct) in zip(demos, episodes, strict=True):
+        report = reports.setdefault(demo.role, RoleReport(demo.role, 0, 0))
+        report.samples += 1
+        report.valid += first_turn_valid(first, demo.tools)
+        if len(report.examples) < 3:
+            report.examples.append(first)
+        if correct is not None:
+            report.answered = (report.answered or 0) + 1
+            report.correct = (report.correct or 0) + int(correct)
+    return reports
+
+
+async def _episode(
+    tokenizer: PreTrainedTokenizerBase, demo: Demo, generate: Any, index: int, max_turns: int
+) -> tuple[str, bool | None]:
+    """First-turn text, and for calculator-only roles whether the played-out episode is correct."""
+    messages = [dict(m) for m in demo.first_prompt]
+    first = await generate(render_ids(tokenizer, messages, demo.tools, generation_prompt=True), index, 0)
+    tool_names = {schema["function"]["name"] for schema in demo.tools or []}
+    if tool_names != {"calculator"} or "answer" not in demo.meta:
+        return first, None
+    text, transcript = first, ""
+    calculator = arithmetic.Calculator()
+    for turn in range(1, max_turns + 1):
+        transcript += text
+        content, calls = parse_tool_calls(text)
+        if not calls:
+            break
+        observations = [await _calculate(calculator, call) for call in calls]
+        transcript += "".join(f"<tool_response>\n{o}\n</tool_response>" for o in observations)
+        messages.append(assistant_message(content, calls))
+        messages += [{"role": "tool", "content": o} for o in observations]
+        if turn == max_turns:
+            break
+        text = await generate(render_ids(tokenizer, messages, demo.tools, generation_prompt=True), index, turn)
+    score = arithmetic.number_match(transcript, demo.meta["answer"])
+    return first, bool(score["acc"])
+
+
+async def _calculate(calculator: arithmetic.Calculator, call: ToolCall | CallError) -> str:
+    if isinstance(call, CallError):
+        return call.message
+    if call.name != "calculator":
+        return f"error: unknown tool {call.name!r}"
+    try:
+        return await calculator.run(call.arguments)
+    except Exception as exc:  # noqa: BLE001 - a failing call is an observation, as in the agent loops
+        return f"error: {exc}"
+
+
+def format_table(reports: dict[str, RoleReport]) -> str:
+    """A small text table: role, samples, valid-call rate, answer accuracy."""
+    rows = ["| role | samples | valid first-turn calls | answer accuracy |", "|---|---|---|---|"]
+    for report in reports.values():
+        accuracy = "n/a" if report.accuracy is None else f"{report.accuracy:.0%} of {report.answered}"
+        rows.append(f"| {report.role} | {report.samples} | {report.valid_rate:.0%} | {accuracy} |")
+    return "\n".join(rows)
+
+
+def reports_json(reports: dict[str, RoleReport]) -> str:
+    return json.dumps(
+        {r.role: {"samples": r.samples, "valid_rate": r.valid_rate, "accuracy": r.accuracy} for r in reports.values()}
+    )

@@ -1,0 +1,232 @@
+"""Scripted demonstrations for cold-start SFT, pluggable per task and role.
+
+A *demonstration source* is a function ``(rng) -> Demo``: one conversation (chat messages plus the
+tool schemas the agent loop passes to ``apply_chat_template``), deterministic given the
+``random.Random`` it receives. Sources live in :data:`DEMO_SOURCES`, keyed by task and role, so a
+task suite adds its own with::
+
+    from verl_parl.models.demos import DEMO_SOURCES, Demo
+
+    def research_agent(rng: random.Random) -> Demo:
+        return Demo(role="agent", tools=[SEARCH_SCHEMA], messages=[system, user, assistant_call, tool, answer])
+
+    DEMO_SOURCES.register("research", "agent", research_agent)
+
+Rules a source follows (checked by :func:`check_demo`): the first message is the system prompt the
+agent loop uses for that role, the second the user task; assistant tool calls are
+``{"type": "function", "function": {"name": ..., "arguments": {dict}}}`` (a dict, which the chat
+template renders as a JSON object), each followed by one ``tool`` message per call; the last message
+is the assistant's final answer without tool calls. Only assistant turns are trained on.
+
+The built-in task ``arithmetic`` has three roles, matching the agent loops that use the task:
+
+* ``agent`` -- ``tool_agent`` / ``researcher``: call ``calculator``, read the result, answer;
+* ``subagent`` -- a subagent of ``parl_swarm``, under a system prompt like those the orchestrator writes;
+* ``orchestrator`` -- ``parl_swarm``: ``create_subagent`` and ``assign_task`` (all in one turn, or
+  serially over turns; one or two subagents), read the results, answer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.tasks import arithmetic
+
+__all__ = [
+    "DEMO_SOURCES",
+    "SUBAGENT_NAMES",
+    "SUBAGENT_PROMPTS",
+    "Demo",
+    "DemoSource",
+    "DemoSources",
+    "check_demo",
+    "make_demos",
+]
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Demo:
+    """One scripted conversation: ``messages`` rendered with ``tools`` by the chat template."""
+
+    role: str
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. the gold answer, for evaluation
+
+    @property
+    def first_prompt(self) -> list[Message]:
+        """The messages before the first assistant turn (what the model sees at its first turn)."""
+        first = next(i for i, m in enumerate(self.messages) if m["role"] == "assistant")
+        return self.messages[:first]
+
+
+DemoSource = Callable[[random.Random], Demo]
+
+
+class DemoSources:
+    """``task -> role -> source``; strict both ways (duplicates and unknown names raise)."""
+
+    def __init__(self) -> None:
+        self._sources: dict[str, dict[str, DemoSource]] = {}
+
+    def register(self, task: str, role: str, source: DemoSource) -> None:
+        roles = self._sources.setdefault(task, {})
+        if role in roles:
+            raise ValueError(f"demonstration source {task}/{role} is already registered ({roles[role].__qualname__})")
+        roles[role] = source
+
+    def tasks(self) -> list[str]:
+        return sorted(self._sources)
+
+    def roles(self, task: str) -> list[str]:
+        return sorted(self._task(task))
+
+    def get(self, task: str, role: str) -> DemoSource:
+        roles = self._task(task)
+        if role not in roles:
+            raise KeyError(f"unknown role {role!r} for task {task!r}{_hint(role, roles)}; known: {sorted(roles)}")
+        return roles[role]
+
+    def _task(self, task: str) -> dict[str, DemoSource]:
+        if task not in self._sources:
+            raise KeyError(f"no demonstrations for task {task!r}{_hint(task, self._sources)}; known: {self.tasks()}")
+        return self._sources[task]
+
+
+def _hint(name: str, known: Any) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+DEMO_SOURCES = DemoSources()
+
+
+def make_demos(task: str, roles: list[str] | tuple[str, ...], per_role: int, seed: int) -> list[Demo]:
+    """``per_role`` demonstrations of each role, deterministic given ``seed`` (roles interleaved)."""
+    rngs = {role: random.Random(f"{seed}/{task}/{role}") for role in roles}
+    sources = {role: DEMO_SOURCES.get(task, role) for role in roles}
+    demos = [sources[role](rngs[role]) for _ in range(per_role) for role in roles]
+    for demo in demos:
+        check_demo(demo)
+    return demos
+
+
+def check_demo(demo: Demo) -> None:
+    """Raise ``ValueError`` naming the first rule of the module docstring that ``demo`` breaks."""
+    roles = [m["role"] for m in demo.messages]
+    problems = []
+    if roles[:2] != ["system", "user"]:
+        problems.append(f"must start with system, user; got {roles[:2]}")
+    if roles[-1] != "assistant" or demo.messages[-1].get("tool_calls"):
+        problems.append("must end with an assistant answer without tool calls")
+    for index, message in enumerate(demo.messages):
+        calls = message.get("tool_calls") or []
+        if any(not isinstance(c["function"]["arguments"], dict) for c in calls):
+            problems.append(f"message {index}: tool-call arguments must be dicts")
+        following = roles[index + 1 : index + 1 + len(calls)]
+        if calls and following != ["tool"] * len(calls):
+            problems.append(f"message {index}: {len(calls)} tool call(s) need as many tool messages after it")
+    if problems:
+        raise ValueError(f"invalid {demo.role} demonstration: " + "; ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------- arithmetic
+
+SUBAGENT_NAMES = ("calc", "solver", "checker", "helper")
+SUBAGENT_PROMPTS = (
+    "Use the calculator, then give the number.",
+    "You do arithmetic with the calculator tool.",
+    "Call the calculator and state the result.",
+)
+_TASK_PROMPTS = ("Compute {e}.", "What is {e}?", "Calculate {e}.")
+
+
+def call(function: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """An assistant tool call as the chat template expects it (arguments as a dict)."""
+    return {"type": "function", "function": {"name": function, "arguments": arguments}}
+
+
+def answer_text(answer: str) -> str:
+    return f"The answer is {answer}."
+
+
+def _question(rng: random.Random) -> tuple[str, str, str]:
+    question, answer = arithmetic.make_question(rng)
+    expression = question.removeprefix("What is ").removesuffix("?")
+    return question, expression, answer
+
+
+def _tool_use(system: str, user: str, expression: str, answer: str) -> list[Message]:
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
+        {"role": "assistant", "content": "", "tool_calls": [call("calculator", {"expression": expression})]},
+        {"role": "tool", "content": answer},
+        {"role": "assistant", "content": answer_text(answer)},
+    ]
+
+
+def arithmetic_agent(rng: random.Random) -> Demo:
+    """``tool_agent`` / ``researcher``: calculator call, then the answer."""
+    question, expression, answer = _question(rng)
+    messages = _tool_use(arithmetic.SYSTEM_PROMPT, question, expression, answer)
+    return Demo("agent", messages, [arithmetic.TOOL_SCHEMA], {"answer": answer, "expression": expression})
+
+
+def arithmetic_subagent(rng: random.Random) -> Demo:
+    """A subagent under an orchestrator-written system prompt, given an orchestrator-written task."""
+    _, expression, answer = _question(rng)
+    task = rng.choice(_TASK_PROMPTS).format(e=expression)
+    messages = _tool_use(rng.choice(SUBAGENT_PROMPTS), task, expression, answer)
+    return Demo("subagent", messages, [arithmetic.TOOL_SCHEMA], {"answer": answer, "expression": expression})
+
+
+def arithmetic_orchestrator(rng: random.Random) -> Demo:
+    """``parl_swarm``: create one or two subagents and assign them the task, in one turn or serially."""
+    question, expression, answer = _question(rng)
+    names = rng.sample(SUBAGENT_NAMES, rng.choice((1, 1, 1, 2)))
+    prompt = rng.choice(SUBAGENT_PROMPTS)
+    creates = [call(CREATE_SUBAGENT, {"name": name, "system_prompt": prompt}) for name in names]
+    assigns = [
+        call(ASSIGN_TASK, {"agent": name, "prompt": rng.choice(_TASK_PROMPTS).format(e=expression)}) for name in names
+    ]
+    created = [f"created subagent {name!r}" for name in names]
+    results = [answer_text(answer)] * len(names)
+    messages: list[Message] = [
+        {"role": "system", "content": arithmetic.SWARM_SYSTEM_PROMPT},
+        {"role": "user", "content": question},
+    ]
+    style = rng.choice(("one_turn", "serial"))
+    if style == "one_turn":  # creations take effect in call order, before the assignments run
+        messages += [_turn(creates + assigns), *_tool_messages(created + results)]
+    else:  # create, then assign in the next turn
+        messages += [_turn(creates), *_tool_messages(created), _turn(assigns), *_tool_messages(results)]
+    messages.append({"role": "assistant", "content": answer_text(answer)})
+    meta = {"answer": answer, "expression": expression, "subagents": names, "style": style}
+    return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), meta)
+
+
+def _turn(calls: list[dict[str, Any]]) -> Message:
+    return {"role": "assistant", "content": "", "tool_calls": calls}
+
+
+def _tool_messages(observations: list[str]) -> list[Message]:
+    return [{"role": "tool", "content": text} for text in observations]
+
+
+def demo_digest_payload(demo: Demo) -> str:
+    """A canonical JSON text of ``demo`` (part of the cold-start cache key)."""
+    return json.dumps({"role": demo.role, "messages": demo.messages, "tools": demo.tools}, sort_keys=True)
+
+
+DEMO_SOURCES.register("arithmetic", "agent", arithmetic_agent)
+DEMO_SOURCES.register("arithmetic", "subagent", arithmetic_subagent)
+DEMO_SOURCES.register("arithmetic", "orchestrator", arithmetic_orchestrator)
