@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install verl-parl and what it needs into the active Python environment.
 #   bash scripts/install.sh        # the package (enough for `python -m verl_parl.main`)
-#   bash scripts/install.sh test   # plus the test tools
+#   bash scripts/install.sh test   # plus the test tools, and chromium + Playwright so that the browser's
+#                                  # JavaScript tests run (VERL_PARL_INSTALL_CHROMIUM=0 skips them)
 # On a machine without an NVIDIA GPU, torch is installed first as the CPU build, so that nothing
 # below can pull a multi-GB CUDA build. Set VERL_PARL_TORCH_INDEX to a CPU wheel index if your
 # default index only serves CUDA builds of torch.
@@ -46,13 +47,19 @@ for plugin in plugins/search plugins/browser plugins/sandbox; do
 done
 
 # JavaScript rendering for the browser tool (optional): Playwright driving Debian's chromium (~1m40s, ~480 MB).
-if [ "${VERL_PARL_INSTALL_CHROMIUM:-0}" = "1" ]; then
+# Installed with the test tools (its tests then run), or with VERL_PARL_INSTALL_CHROMIUM=1.
+chromium_default=0
+if [ "${1:-}" = "test" ]; then chromium_default=1; fi
+if [ "${VERL_PARL_INSTALL_CHROMIUM:-$chromium_default}" = "1" ]; then
   echo "[install] browser JavaScript rendering: playwright (the js extra) and chromium (apt-get)"
   "$PYTHON" -m pip install -e "plugins/browser[js]"
   if command -v chromium >/dev/null 2>&1; then
     :
   elif [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+    # not fatal: without chromium the JavaScript backend (and its tests) are skipped, everything else works
+    if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium); then
+      echo "[install] warning: could not install chromium; the browser's JavaScript backend is unavailable" >&2
+    fi
   else
     echo "[install] warning: chromium not found and not root with apt-get: sudo apt-get install chromium" >&2
   fi

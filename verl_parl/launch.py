@@ -34,9 +34,16 @@ SUMMARY_METRICS = (
 
 def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     """Resolve the config (building cached assets), load plugins and validate; raise ConfigError."""
+    import verl  # noqa: F401 - runs verl's plugin loading (our CPU backend) in this process
+
     from verl_parl import assets, plugins, verl_plugin
     from verl_parl.registry import PluginError
 
+    try:  # before any asset is built: a broken plugin fails the run at once
+        verl_plugin.ensure_loaded()
+        pm = plugins.get_plugin_manager()
+    except (PluginError, verl_plugin.VerlPluginError) as exc:
+        raise ConfigError([f"plugins: {exc}"]) from exc
     errors: list[str] = []
     try:
         parse_parl(cfg.parl)
@@ -49,14 +56,11 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
             OmegaConf.resolve(cfg)
     except Exception as exc:
         raise ConfigError([*errors, f"config resolution: {type(exc).__name__}: {exc}"]) from exc
-    errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
-    import verl  # noqa: F401 - runs verl's plugin loading (our CPU backend) in this process
-
+    with assets.building(False):  # the base config's defaults are compared, never built
+        errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
     try:
-        verl_plugin.ensure_loaded()
-        pm = plugins.get_plugin_manager()
         plugin_errors = plugins.validate_config(pm, cfg)
-    except (PluginError, verl_plugin.VerlPluginError) as exc:
+    except PluginError as exc:
         raise ConfigError([f"plugins: {exc}"]) from exc
     try:
         parl = validate(cfg, plugin_errors=plugin_errors)

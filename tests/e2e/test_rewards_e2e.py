@@ -1,7 +1,8 @@
 """End to end: the ``parl`` reward manager and the ``reinforce_nsc`` estimator in verl's real trainer.
 
-Two CPU training steps; the logged ``parl/*`` terms must be in ``metrics.jsonl`` and the λs must be
-the configured schedule's values at the logged steps.
+Two CPU training steps with K2.5's token-masked loss (``parl_token_mask``); the logged ``parl/*`` terms
+must be in ``metrics.jsonl``, the λs must be the configured schedule's values at the logged steps, and
+the total reward must be the paper form of the logged terms.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def test_parl_reward_and_reinforce_nsc_train_two_steps(tmp_path: Path) -> None:
         "parl.reward.lambda_finish.num_steps=4",
         "parl.reward.nsc.strategy=lowest",
         "parl.reward.nsc.fraction=0.5",
+        # K2.5's token-masked policy loss in the same run
+        "actor_rollout_ref.actor.policy_loss.loss_mode=parl_token_mask",
+        "actor_rollout_ref.actor.policy_loss.dro_beta=0.1",
     ]
     result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=900, check=False)
     (tmp_path / "stdout.log").write_text(result.stdout)
@@ -59,8 +63,13 @@ def test_parl_reward_and_reinforce_nsc_train_two_steps(tmp_path: Path) -> None:
         assert record["parl/reward/step"] == step
         assert record["parl/lambda/parallel"] == pytest.approx(lambda_parallel(step))
         assert record["parl/lambda/finish"] == pytest.approx(lambda_finish(step))
-        # the embedded task runs single-agent episodes: no parallelism, no finish credit
-        assert record["parl/reward/r_parallel"] == 0.0
-        assert record["parl/reward/total"] == pytest.approx(record["parl/reward/r_perf"])
+        # paper form, one λ per step: the mean reward is linear in the mean terms
+        expected = (
+            record["parl/reward/r_perf"]
+            + lambda_parallel(step) * record["parl/reward/r_parallel"]
+            + lambda_finish(step) * record["parl/reward/r_finish"]
+        )
+        assert record["parl/reward/total"] == pytest.approx(expected, abs=1e-6)
+        assert 0.0 <= record["actor/pg_clipfrac"] <= 1.0  # parl_token_mask's share of masked tokens
         assert 0.0 <= record["parl/nsc/dropped_fraction"] <= 0.5
         assert math.isfinite(record["actor/grad_norm"])
