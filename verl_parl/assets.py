@@ -19,19 +19,33 @@ RESOLVER = "parl_asset"
 
 
 def _cache_dir(root: DictConfig) -> Path:
-    from verl_parl.config import parse_parl
+    """``parl.cache_dir`` (read alone: the rest of ``parl`` may refer to assets, e.g. the search index)."""
+    from verl_parl.config import resolved_cache_dir
 
-    return parse_parl(root.parl).resolved_cache_dir()
+    return resolved_cache_dir(root.parl.get("cache_dir"))
 
 
-def _embedded_data(root: DictConfig) -> dict[str, Path]:
-    from verl_parl.tasks import arithmetic
-
+def _embedded_spec(root: DictConfig) -> dict[str, Any]:
     spec = OmegaConf.to_container(root.parl.embedded, resolve=True)
     assert isinstance(spec, dict)
     spec.pop("_target_", None)
+    return spec
+
+
+def _embedded_dir(root: DictConfig, spec: dict[str, Any]) -> Path:
     key = json.dumps(spec, sort_keys=True)
-    directory = _cache_dir(root) / "data" / f"{spec['task']}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return _cache_dir(root) / "data" / f"{spec['task']}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def _embedded_data(root: DictConfig) -> dict[str, Path]:
+    """The embedded task's files: ``train``, ``val`` (parquet) and, for the research suite, ``test``,
+    ``index`` (the search index over its corpus) and ``tools`` (verl's tool config for it)."""
+    spec = _embedded_spec(root)
+    directory = _embedded_dir(root, spec)
+    if spec["task"] == "research":
+        return _research_suite(directory, spec)
+    from verl_parl.tasks import arithmetic
+
     paths = {split: directory / f"{split}.parquet" for split in ("train", "val")}
     if not all(p.exists() for p in paths.values()):
         print(f"[verl-parl] writing the embedded {spec['task']} task to {directory}", flush=True)
@@ -41,6 +55,28 @@ def _embedded_data(root: DictConfig) -> dict[str, Path]:
     return paths
 
 
+def _research_suite(directory: Path, spec: dict[str, Any]) -> dict[str, Path]:
+    from verl_parl.config import EmbeddedTaskConfig
+    from verl_parl.tasks.research import dataset
+
+    settings = EmbeddedTaskConfig(**spec).research_settings()
+    if "entity_fractions" in settings:
+        settings["entity_fractions"] = tuple(settings["entity_fractions"])
+    dataset.generate(directory, dataset.SuiteConfig(**settings), index=True, progress=False)
+    paths = {split: directory / f"{split}.parquet" for split in dataset.SPLITS}
+    return {**paths, "index": directory / dataset.INDEX_DIR, "tools": directory / dataset.TOOLS_FILE}
+
+
+def _embedded_path(name: str) -> Callable[[DictConfig], str]:
+    def resolve(root: DictConfig) -> str:
+        paths = _embedded_data(root)
+        if name not in paths:
+            raise KeyError(f"${{{RESOLVER}:embedded_{name}}}: the {root.parl.embedded.task} task has no {name}")
+        return str(paths[name])
+
+    return resolve
+
+
 def _tiny_model(root: DictConfig) -> str:
     from verl_parl.models.tiny import build_tiny_model
 
@@ -48,13 +84,17 @@ def _tiny_model(root: DictConfig) -> str:
 
 
 def _coldstart_model(root: DictConfig) -> str:
-    """The default tiny model after cold-start SFT on tool-use demonstrations (see ``models/coldstart.py``)."""
-    from verl_parl.models.coldstart import build_coldstart_model
+    """The tiny model after cold-start SFT on the embedded task's tool-use demonstrations (``models/coldstart.py``)."""
+    from verl_parl.models.coldstart import build_coldstart_model, default_spec
 
-    return str(build_coldstart_model(cache_dir=_cache_dir(root) / "models"))
+    spec = default_spec(str(root.parl.embedded.task))
+    return str(build_coldstart_model(spec, cache_dir=_cache_dir(root) / "models"))
 
 
 def _embedded_tools(root: DictConfig) -> str:
+    """verl's tool config for the embedded task: the calculator, or the research suite's search tool."""
+    if root.parl.embedded.task == "research":
+        return str(_embedded_data(root)["tools"])
     from verl_parl.tasks import arithmetic
 
     path = _cache_dir(root) / "tools" / "calculator.yaml"
@@ -70,8 +110,10 @@ def _reward_fn(root: DictConfig) -> str:
 ASSETS: dict[str, Callable[[DictConfig], Any]] = {
     "tiny_model": _tiny_model,
     "coldstart_model": _coldstart_model,
-    "embedded_train": lambda root: str(_embedded_data(root)["train"]),
-    "embedded_val": lambda root: str(_embedded_data(root)["val"]),
+    "embedded_train": _embedded_path("train"),
+    "embedded_val": _embedded_path("val"),
+    "embedded_test": _embedded_path("test"),
+    "embedded_search_index": _embedded_path("index"),
     "embedded_tools": _embedded_tools,
     "reward_fn": _reward_fn,
 }

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 if TYPE_CHECKING:
     from verl_parl.rewards.config import ParlRewardConfig
 
-EMBEDDED_TASKS = ("arithmetic",)
+EMBEDDED_TASKS = ("arithmetic", "research")
 EMBEDDED_AGENT_LOOPS = ("tool_agent", "parl_swarm", "researcher")
 PROFILES = ("cpu", "gpu")
 
@@ -45,10 +45,12 @@ class EmbeddedTaskConfig:
     n_train: int = 64
     n_val: int = 16
     seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)  # research: more SuiteConfig fields
 
     def __post_init__(self) -> None:
         errors: list[str] = []
         _check(errors, self.task in EMBEDDED_TASKS, f"parl.embedded.task: {self.task!r} is not one of {EMBEDDED_TASKS}")
+        errors += self.option_errors()
         _check(
             errors,
             self.agent_loop in EMBEDDED_AGENT_LOOPS,
@@ -59,6 +61,27 @@ class EmbeddedTaskConfig:
         _check(errors, _is_int(self.seed), "parl.embedded.seed: must be an int")
         if errors:
             raise ConfigError(errors)
+
+    def option_errors(self) -> list[str]:
+        """``options`` are the research suite's generator settings; the arithmetic task takes none."""
+        if not isinstance(self.options, dict):
+            return ["parl.embedded.options: must be a mapping"]
+        if self.task != "research":
+            return [f"parl.embedded.options: the {self.task} task takes no options"] if self.options else []
+        from verl_parl.tasks.research.dataset import suite_errors
+
+        taken = [f"parl.embedded.options.{key}: set parl.embedded.{key} instead" for key in RESEARCH_SET_BY_EMBEDDED]
+        return [e for e, key in zip(taken, RESEARCH_SET_BY_EMBEDDED, strict=True) if key in self.options] + [
+            f"parl.embedded.options.{e}" for e in suite_errors(self.research_settings())
+        ]
+
+    def research_settings(self) -> dict[str, Any]:
+        """Keyword arguments of the research suite's ``SuiteConfig`` for this section."""
+        fixed = {"seed": self.seed, "n_train": self.n_train, "n_val": self.n_val, "agent_loop": self.agent_loop}
+        return {**self.options, **fixed}
+
+
+RESEARCH_SET_BY_EMBEDDED = ("seed", "n_train", "n_val", "agent_loop")
 
 
 @dataclass(frozen=True)
@@ -90,7 +113,12 @@ class ParlConfig:
             raise ConfigError(errors)
 
     def resolved_cache_dir(self) -> Path:
-        return Path(self.cache_dir or os.environ.get("VERL_PARL_CACHE") or Path.home() / ".cache" / "verl_parl")
+        return resolved_cache_dir(self.cache_dir)
+
+
+def resolved_cache_dir(cache_dir: str | None) -> Path:
+    """``parl.cache_dir``, else ``$VERL_PARL_CACHE``, else ``~/.cache/verl_parl``."""
+    return Path(cache_dir or os.environ.get("VERL_PARL_CACHE") or Path.home() / ".cache" / "verl_parl")
 
 
 def _reward_config(raw: dict[str, Any]) -> ParlRewardConfig:

@@ -46,6 +46,7 @@ class EpisodeResult:
     segments: int
     wall_s: float
     error: str | None = None
+    response: str = ""  # the last segment's response (assistant turns and tool results), special tokens removed
 
 
 class ServerClient:
@@ -197,6 +198,7 @@ class Evaluator:
             total_steps=float(extra.get("parl_total_steps", turns)),
             segments=len(outputs),
             wall_s=0.0,
+            response=text,
         )
 
 

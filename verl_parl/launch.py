@@ -46,7 +46,8 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         raise ConfigError([f"plugins: {exc}"]) from exc
     errors: list[str] = []
     try:
-        parse_parl(cfg.parl)
+        with assets.building(False):  # parl may refer to assets (the search index): check before building any
+            parse_parl(cfg.parl)
         parl_ok = True
     except ConfigError as exc:
         errors.extend(exc.errors)

@@ -16,7 +16,9 @@ def run_main(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None)
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
     environ["VERL_PARL_CACHE"] = str(tmp_path / "cache")
     environ.update(env or {})
-    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", *overrides]
+    # the arithmetic task unless a test names another: the research default first trains its own cold-start model
+    task = [] if any(o.startswith("embedded=") for o in overrides) else ["embedded=arithmetic"]
+    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", *task, *overrides]
     return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -40,6 +42,20 @@ def test_every_config_error_is_reported_at_once_before_ray(tmp_path: Path) -> No
         "parl.embedded.n_train",
     ):
         assert key in result.stderr
+    assert RAY_STARTED not in result.stdout + result.stderr
+
+
+def test_bad_research_suite_options_are_named_before_anything_is_built(tmp_path: Path) -> None:
+    result = run_main(
+        tmp_path,
+        "embedded=research",
+        "+parl.embedded.options.wide_mx=3",  # misspelled
+        "parl.embedded.options.wide_fraction=1.5",
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "parl.embedded.options.wide_mx: unknown field (did you mean 'wide_max'?)" in result.stderr
+    assert "parl.embedded.options.wide_fraction: must be in [0, 1], got 1.5" in result.stderr
+    assert not (tmp_path / "cache" / "models").exists()  # the research cold-start model was not trained
     assert RAY_STARTED not in result.stdout + result.stderr
 
 

@@ -39,7 +39,12 @@ def trainer_config(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -
     with initialize_config_module(config_module="verl_parl.configs", version_base=None):
         cfg = compose(
             config_name="parl_trainer",
-            overrides=["profile=cpu", f"parl.cache_dir={cache}", f"actor_rollout_ref.model.path={model_path}"],
+            overrides=[
+                "profile=cpu",
+                "embedded=arithmetic",
+                f"parl.cache_dir={cache}",
+                f"actor_rollout_ref.model.path={model_path}",
+            ],
         )
     with open_dict(cfg):
         cfg.parl.output_dir = str(cache / "run")

@@ -39,7 +39,9 @@ def verl_parl_register_tools(register):
 def run_main(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
     environ.update(env or {})
-    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", *overrides]
+    # the arithmetic task unless a test names another: the research default first trains its own cold-start model
+    task = [] if any(o.startswith("embedded=") for o in overrides) else ["embedded=arithmetic"]
+    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", *task, *overrides]
     result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=900, check=False)
     (tmp_path / "stdout.log").write_text(result.stdout)
     (tmp_path / "stderr.log").write_text(result.stderr)
@@ -113,7 +115,7 @@ def test_sigterm_mid_run_tears_down_ray_and_every_worker(tmp_path: Path) -> None
 
     log = tmp_path / "out.log"
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
-    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}"]
+    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", "embedded=arithmetic"]
     with open(log, "w") as out:
         proc = subprocess.Popen(command, env=environ, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -28,6 +28,7 @@ def test_parl_reward_and_reinforce_nsc_train_two_steps(tmp_path: Path) -> None:
         "-m",
         "verl_parl.main",
         f"parl.output_dir={tmp_path / 'run'}",
+        "embedded=arithmetic",
         "trainer.total_training_steps=2",
         "trainer.val_before_train=false",
         "reward.reward_manager.name=parl",

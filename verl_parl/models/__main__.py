@@ -44,6 +44,11 @@ def _add_coldstart(commands: Any) -> None:
         "--cache-dir", type=Path, default=None, help="default: $VERL_PARL_CACHE or ~/.cache/verl_parl/models"
     )
     cold.add_argument("--quiet", action="store_true", help="no progress output")
+    cold.add_argument(
+        "--task",
+        default=defaults.task,
+        help=f"demonstrations of this task: arithmetic or research (default: {defaults.task})",
+    )
     cold.add_argument("--steps", type=int, default=defaults.steps, help=f"optimizer steps (default: {defaults.steps})")
     cold.add_argument(
         "--seed", type=int, default=defaults.seed, help=f"demos and training seed (default: {defaults.seed})"
@@ -63,6 +68,7 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
     try:
         spec = ColdStartSpec(
+            task=args.task,
             steps=args.steps,
             seed=args.seed,
             demos_per_role=args.demos_per_role,
@@ -78,7 +84,7 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
         info = build_info(path)
         print(f"SFT: {spec.steps} steps, {info['train_seconds']} s, final loss {info['final_loss']}", file=sys.stderr)
-        print(format_table(evaluate_checkpoint(path, samples=args.evaluate)), file=sys.stderr)
+        print(format_table(evaluate_checkpoint(path, task=spec.task, samples=args.evaluate)), file=sys.stderr)
     print(path)
     return 0
 

@@ -59,6 +59,7 @@ __all__ = [
     "batch_loss",
     "build_coldstart_model",
     "collate",
+    "default_spec",
     "encode_demo",
     "masked_lm_loss",
     "render_ids",
@@ -117,6 +118,15 @@ class ColdStartSpec:
             "demos": content.hexdigest(),
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+TASK_RECIPES: dict[str, dict[str, Any]] = {"arithmetic": {}, "research": {"steps": 500}}
+"""Per-task changes to :class:`ColdStartSpec`'s defaults for the built-in tasks (the default run's recipe)."""
+
+
+def default_spec(task: str) -> ColdStartSpec:
+    """The cold-start recipe the default run uses for the built-in ``task`` (any other task: the plain defaults)."""
+    return ColdStartSpec(task=task, **TASK_RECIPES.get(task, {}))
 
 
 # ------------------------------------------------------------------------------------------- encoding

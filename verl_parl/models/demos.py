@@ -18,7 +18,8 @@ agent loop uses for that role, the second the user task; assistant tool calls ar
 template renders as a JSON object), each followed by one ``tool`` message per call; the last message
 is the assistant's final answer without tool calls. Only assistant turns are trained on.
 
-The built-in task ``arithmetic`` has three roles, matching the agent loops that use the task:
+The built-in task ``research`` (:mod:`verl_parl.tasks.research.demos`) is registered on first use. The
+built-in task ``arithmetic`` has three roles, matching the agent loops that use the task:
 
 * ``agent`` -- ``tool_agent`` / ``researcher``: call ``calculator``, read the result, answer;
 * ``subagent`` -- a subagent of ``parl_swarm``, under a system prompt like those the orchestrator writes;
@@ -29,6 +30,7 @@ The built-in task ``arithmetic`` has three roles, matching the agent loops that 
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import random
 from collections.abc import Callable
@@ -84,7 +86,7 @@ class DemoSources:
         roles[role] = source
 
     def tasks(self) -> list[str]:
-        return sorted(self._sources)
+        return sorted({*self._sources, *BUILTIN_DEMO_MODULES})
 
     def roles(self, task: str) -> list[str]:
         return sorted(self._task(task))
@@ -96,6 +98,8 @@ class DemoSources:
         return roles[role]
 
     def _task(self, task: str) -> dict[str, DemoSource]:
+        if task not in self._sources and task in BUILTIN_DEMO_MODULES:  # registers itself on import
+            importlib.import_module(BUILTIN_DEMO_MODULES[task])
         if task not in self._sources:
             raise KeyError(f"no demonstrations for task {task!r}{_hint(task, self._sources)}; known: {self.tasks()}")
         return self._sources[task]
@@ -105,6 +109,9 @@ def _hint(name: str, known: Any) -> str:
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
+
+BUILTIN_DEMO_MODULES = {"research": "verl_parl.tasks.research.demos"}
+"""Built-in tasks whose sources live elsewhere: imported (and so registered) the first time they are asked for."""
 
 DEMO_SOURCES = DemoSources()
 

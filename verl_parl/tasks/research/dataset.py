@@ -21,6 +21,7 @@ same configuration finds the manifest, checks the files' hashes and returns with
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import random
@@ -89,27 +90,7 @@ class SuiteConfig:
 
     def errors(self) -> list[str]:
         """Every problem at once, each naming its field."""
-        errors = [
-            f"{name}: must be an int >= 0, got {getattr(self, name)!r}"
-            for name in ("n_train", "n_val", "n_test")
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0
-        ]
-        if not 0.0 <= self.wide_fraction <= 1.0:
-            errors.append(f"wide_fraction: must be in [0, 1], got {self.wide_fraction}")
-        if not 1 <= self.wide_min <= self.wide_max:
-            errors.append(f"wide_min/wide_max: need 1 <= wide_min <= wide_max, got {self.wide_min}/{self.wide_max}")
-        if self.region_size < 0:
-            errors.append(f"region_size: must be >= 0 (0: random split), got {self.region_size}")
-        if self.cities_per_country < 1:
-            errors.append(f"cities_per_country: must be >= 1, got {self.cities_per_country}")
-        fractions = self.entity_fractions
-        if len(fractions) != 3 or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
-            errors.append(f"entity_fractions: need three positive fractions summing to 1, got {fractions}")
-        if self.agent_loop not in AGENT_LOOPS:
-            errors.append(f"agent_loop: {self.agent_loop!r} is not one of {AGENT_LOOPS}")
-        if self.answer_metric not in ANSWER_METRICS:
-            errors.append(f"answer_metric: {self.answer_metric!r} is not one of {ANSWER_METRICS}")
-        return errors
+        return suite_errors(dataclasses.asdict(self))
 
     def sizes(self) -> dict[str, int]:
         return {"train": self.n_train, "val": self.n_val, "test": self.n_test}
@@ -122,6 +103,49 @@ class SuiteConfig:
             "generator_version": GENERATOR_VERSION,
             "source_version": source.source_version(),
         }
+
+
+def suite_errors(values: dict[str, Any]) -> list[str]:
+    """Every problem of :class:`SuiteConfig` field values ``values`` (defaults fill the missing ones),
+    each naming its field, without building the config."""
+    defaults = {f.name: f.default for f in dataclasses.fields(SuiteConfig)}
+    unknown = [
+        f"{name}: unknown field{_did_you_mean(name, defaults)}; known: {sorted(defaults)}"
+        for name in values
+        if name not in defaults
+    ]
+    v = {**defaults, **{k: value for k, value in values.items() if k in defaults}}
+    errors = unknown + [
+        f"{name}: must be an int >= 0, got {v[name]!r}"
+        for name in ("n_train", "n_val", "n_test")
+        if not isinstance(v[name], int) or isinstance(v[name], bool) or v[name] < 0
+    ]
+    numbers = ("wide_fraction", "wide_min", "wide_max", "region_size", "cities_per_country")
+    bad = [name for name in numbers if not isinstance(v[name], int | float) or isinstance(v[name], bool)]
+    errors += [f"{name}: must be a number, got {v[name]!r}" for name in bad]
+    if bad:
+        return errors
+    if not 0.0 <= v["wide_fraction"] <= 1.0:
+        errors.append(f"wide_fraction: must be in [0, 1], got {v['wide_fraction']}")
+    if not 1 <= v["wide_min"] <= v["wide_max"]:
+        errors.append(f"wide_min/wide_max: need 1 <= wide_min <= wide_max, got {v['wide_min']}/{v['wide_max']}")
+    if v["region_size"] < 0:
+        errors.append(f"region_size: must be >= 0 (0: random split), got {v['region_size']}")
+    if v["cities_per_country"] < 1:
+        errors.append(f"cities_per_country: must be >= 1, got {v['cities_per_country']}")
+    fractions = tuple(v["entity_fractions"])
+    if len(fractions) != 3 or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
+        errors.append(f"entity_fractions: need three positive fractions summing to 1, got {fractions}")
+    if v["agent_loop"] not in AGENT_LOOPS:
+        errors.append(f"agent_loop: {v['agent_loop']!r} is not one of {AGENT_LOOPS}")
+    if v["answer_metric"] not in ANSWER_METRICS:
+        errors.append(f"answer_metric: {v['answer_metric']!r} is not one of {ANSWER_METRICS}")
+    return errors
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def partition_countries(
@@ -350,19 +374,29 @@ def write_tool_config(out: Path) -> Path:
     """verl's tool-config YAML (``rollout.multi_turn.tool_config_path``) exposing the registered
     ``search`` tool over ``out/index`` (an absolute path: :func:`generate` rewrites it when the folder moved)."""
     import yaml
-    from verl_parl_search.tool import make_search_tool
 
-    index = str((out / INDEX_DIR).resolve())
-    with (out / CORPUS_FILE).open(encoding="utf-8") as stream:
-        longest = max((len(json.loads(line)["text"]) for line in stream), default=300)
-    # a hit shows its whole page (pages are short), so no browser is needed; 3 hits a query bound the context
-    options = {"index": index, "top_k": 3, "snippet_chars": max(300, longest)}
+    options = search_options(out / INDEX_DIR, out / CORPUS_FILE)
     tool = {
         "class_name": "verl_parl.tools.verl_tool.RegisteredTool",
         "config": {"type": "native", "name": "search", "options": options},
-        "tool_schema": make_search_tool(**options).schema,
+        "tool_schema": make_suite_search_tool(out / INDEX_DIR, out / CORPUS_FILE).schema,
     }
     path, text = out / TOOLS_FILE, yaml.safe_dump({"tools": [tool]}, sort_keys=False)
     if not path.is_file() or path.read_text() != text:
         path.write_text(text)
     return path
+
+
+def search_options(index: Path, corpus: Path) -> dict[str, Any]:
+    """The ``search`` tool's options for a suite: its index, 3 hits a query, and snippets as long as the
+    longest page (pages are short, so a hit shows its whole page and no browser is needed)."""
+    with corpus.open(encoding="utf-8") as stream:
+        longest = max((len(json.loads(line)["text"]) for line in stream), default=300)
+    return {"index": str(index.resolve()), "top_k": 3, "snippet_chars": max(300, longest)}
+
+
+def make_suite_search_tool(index: Path, corpus: Path) -> Any:
+    """The search plugin's tool over a suite's index, with :func:`search_options`."""
+    from verl_parl_search.tool import make_search_tool
+
+    return make_search_tool(**search_options(index, corpus))

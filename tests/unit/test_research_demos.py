@@ -1,0 +1,115 @@
+"""The research suite's cold-start demonstrations: real search outputs, training entities only, both plans."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
+from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT
+from verl_parl.tasks.research import dataset
+from verl_parl.tasks.research.demos import SUBAGENT_NAME, demo_world
+
+pytest.importorskip("verl_parl_search")
+
+ROLES = ("agent", "subagent", "orchestrator")
+
+
+@pytest.fixture(scope="module")
+def demos() -> list:
+    return make_demos("research", ROLES, 24, seed=3)
+
+
+def _calls(message: dict) -> list[dict]:
+    return [c["function"] for c in message.get("tool_calls") or []]
+
+
+def test_the_research_task_registers_on_first_use() -> None:
+    assert "research" in DEMO_SOURCES.tasks()
+    assert DEMO_SOURCES.roles("research") == sorted(ROLES)
+
+
+def test_demos_are_valid_and_deterministic(demos: list) -> None:
+    for demo in demos:
+        check_demo(demo)
+    again = make_demos("research", ROLES, 24, seed=3)
+    assert [d.messages for d in again] == [d.messages for d in demos]
+    assert make_demos("research", ROLES, 2, seed=4)[0].messages != demos[0].messages
+
+
+def test_tool_messages_are_the_search_tools_real_output(demos: list) -> None:
+    world = demo_world()
+    for demo in (d for d in demos if d.role != "orchestrator"):
+        for i, message in enumerate(demo.messages):
+            for call in _calls(message):
+                assert call["name"] == "search"
+                assert call["arguments"]["k"] == 1
+                _, output = world.search(call["arguments"]["queries"])
+                assert demo.messages[i + 1] == {"role": "tool", "content": output}
+                titles = call["arguments"]["queries"]
+                assert all(f"] {title} (docid:" in output for title in titles)  # the page searched for is the hit
+        assert demo.tools == [world.search_schema]
+
+
+def test_only_training_countries_appear(demos: list) -> None:
+    world = demo_world()
+    pools = dataset.partition_countries(world.world, 0, dataset.SuiteConfig().entity_fractions)
+    by_title = {page["title"]: docid for docid, page in world.pages.items()}
+    searched = [
+        q
+        for d in demos
+        for m in d.messages
+        for c in _calls(m)
+        if c["name"] == "search"
+        for q in c["arguments"]["queries"]
+    ]
+    assert len(searched) > 50
+    assert {world.world.entity_country(by_title[q]) for q in searched} <= set(pools["train"])
+    assert {c.iso for c in world.pool.countries} == set(pools["train"])
+
+
+def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demos: list) -> None:
+    orchestrators = [d for d in make_demos("research", ("orchestrator",), 60, seed=5)]
+    styles = {d.meta["style"] for d in orchestrators}
+    assert styles == {"parallel", "serial", "deep"}
+    for demo in orchestrators:
+        turns = [m for m in demo.messages if m["role"] == "assistant" and m.get("tool_calls")]
+        assigns = [[c for c in _calls(t) if c["name"] == ASSIGN_TASK] for t in turns]
+        creates = [c for t in turns for c in _calls(t) if c["name"] == CREATE_SUBAGENT]
+        assert [c["arguments"]["name"] for c in creates] == [SUBAGENT_NAME]
+        row_turns = assigns[1:] if demo.meta["task_type"] == "wide_neighbours" else assigns
+        if demo.meta["style"] == "parallel":
+            assert len(row_turns) == 1 and len(row_turns[0]) >= 2
+        if demo.meta["style"] == "serial":
+            assert all(len(a) == 1 for a in row_turns) and len(row_turns) >= 2
+        final = demo.messages[-1]["content"]
+        assert final.startswith("<answer>") and final.endswith("</answer>")
+        if demo.meta["style"] != "deep":  # every subagent row is copied into the table
+            rows = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("| ")]
+            assert rows and all(row in final for row in rows)
+
+
+def test_wide_answers_score_full_marks_with_the_research_scorer() -> None:
+    from verl_parl.tasks.research.scoring import research_scorer
+
+    for demo in make_demos("research", ("orchestrator",), 12, seed=6):
+        extra = {"task_kind": demo.meta["task_kind"], "keys": demo.meta["key"], "answer_metric": "token_f1"}
+        extra |= {"metrics": dict(dataset.METRICS), "aliases": dict(dataset.ALIASES)}
+        result = research_scorer(demo.messages[-1]["content"], demo.meta["answer"], extra)
+        assert result["score"] == pytest.approx(1.0), (demo.messages[-1]["content"], demo.meta["answer"], result)
+
+
+def test_subagent_rows_copy_values_as_the_page_writes_them() -> None:
+    rows = [d for d in make_demos("research", ("subagent",), 40, seed=7) if d.meta["part"] == "row"]
+    assert rows
+    for demo in rows:
+        page = demo.messages[3]["content"]
+        cells = [c.strip() for c in demo.messages[-1]["content"].strip("|").split("|")]
+        assert all(cell in page for cell in cells), (cells, page)
+
+
+def test_demo_world_search_is_deterministic() -> None:
+    world = demo_world()
+    name = world.pool.countries[random.Random(0).randrange(len(world.pool.countries))].name
+    assert world.search([name]) == world.search([name])

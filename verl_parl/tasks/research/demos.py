@@ -1,0 +1,335 @@
+"""Cold-start demonstrations for the research suite: search, read and answer, with real tool outputs.
+
+Registered in :data:`verl_parl.models.demos.DEMO_SOURCES` as task ``research`` (imported lazily the
+first time that task is asked for), with three roles:
+
+* ``subagent`` -- a subagent of ``parl_swarm`` given one part of a task by the orchestrator: look up one
+  entity (``| name | value | value |`` table row), list a country's neighbours, or follow a deep chain
+  (one search per hop, a hop's answer naming the next page), then reply briefly;
+* ``orchestrator`` -- ``parl_swarm`` on a suite row: wide tasks get one subagent definition and one
+  ``assign_task`` per entity, **in parallel** (all in one turn) or **serially** (one per turn; share
+  :data:`PARALLEL_SHARE` in parallel), then the markdown table assembled from the rows the subagents
+  returned; ``wide_neighbours`` first asks one subagent for the neighbours; deep tasks go to one subagent;
+* ``agent`` -- ``researcher`` / ``tool_agent``: one ``search`` call with a query per entity or hop, then
+  the answer.
+
+Every ``tool`` message is what the search tool really returns: the suite's corpus is generated and
+indexed (in a temporary folder, once per process and seed) and searched with the options that
+:func:`~verl_parl.tasks.research.dataset.write_tool_config` gives the runs. Only **training** entities
+appear (the split's country pool of :func:`~verl_parl.tasks.research.dataset.partition_countries`), so
+held-out tasks stay unseen. Searches ask for one hit (``"k": 1``) by the page's title; an entity whose
+page is not the top hit for its title (about 2.5% of pages) is not used. Answers copy values as the
+page writes them (``7,889,094`` or ``7889094``), which the ``table`` scorer reads as the same number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verl_parl.models.demos import DEMO_SOURCES, Demo, Message, call
+from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.tasks.research import corpus as corpus_mod
+from verl_parl.tasks.research import dataset, source
+from verl_parl.tasks.research.tasks import (
+    CITY_ATTRIBUTES,
+    COUNTRY_ATTRIBUTES,
+    DEEP,
+    DEEP_TYPES,
+    WIDE,
+    WIDE_TYPES,
+    Pool,
+    Sampler,
+    Task,
+    _NoTaskError,
+)
+
+__all__ = [
+    "PARALLEL_SHARE",
+    "SUBAGENT_NAME",
+    "SUBAGENT_PROMPTS",
+    "DemoWorld",
+    "demo_world",
+    "research_agent",
+    "research_orchestrator",
+    "research_subagent",
+]
+
+PARALLEL_SHARE = 0.3
+"""Share of wide orchestrator demonstrations that assign all entities in one turn (the rest: one per turn).
+The cold-start policy is mostly serial on purpose: PARL's reward is what should teach parallelism."""
+
+SUBAGENT_NAME = "finder"
+SUBAGENT_PROMPTS = (
+    "You look up facts with the search tool and reply briefly.",
+    "Search the encyclopedia, read the page, then answer in one line.",
+    "Find the facts with search. Reply with the answer only.",
+)
+_PHRASES = {a.column: a.phrase for a in (*COUNTRY_ATTRIBUTES, *CITY_ATTRIBUTES)}
+_PAIRED_TYPES = ("common_neighbour", "larger_capital")  # their pages are looked up two at a time
+_MAX_DRAWS = 200
+WIDE_MIN, WIDE_MAX = 2, 4  # entities per wide demonstration (the default run's suite asks for as many)
+
+
+@dataclass
+class DemoWorld:
+    """The suite's world, training pool, pages and a search tool over their index (for one seed)."""
+
+    world: source.World
+    pool: Pool
+    pages: dict[str, dict[str, str]]  # docid -> page
+    search_tool: Any
+    index_dir: tempfile.TemporaryDirectory[str]  # kept alive while the tool reads the index
+    samplers: dict[str, dict[str, Sampler]]  # kind -> task type -> sampler over the training pool
+
+    @property
+    def search_schema(self) -> dict[str, Any]:
+        return dict(self.search_tool.schema)
+
+    def title(self, docid: str) -> str:
+        return self.pages[docid]["title"]
+
+    def findable(self, docid: str) -> bool:
+        """Whether ``docid``'s page is the single hit for a search by its title."""
+        hits = asyncio.run(self.search_tool.search([self.title(docid)], 1))[0]
+        return bool(hits) and hits[0].docid == docid
+
+    def search(self, queries: list[str]) -> tuple[dict[str, Any], str]:
+        """The ``search`` call's arguments and the tool's real output for one hit per query."""
+        arguments = {"queries": queries, "k": 1}
+        return arguments, asyncio.run(self.search_tool.run(arguments))
+
+
+@functools.lru_cache(maxsize=2)
+def demo_world(seed: int = 0) -> DemoWorld:
+    """Generate the corpus of :class:`~verl_parl.tasks.research.dataset.SuiteConfig` ``seed`` and index it."""
+    from verl_parl_search.engine import build_index
+
+    config = dataset.SuiteConfig(seed=seed)
+    world = source.load_world(config.cities_per_country)
+    pools = dataset.partition_countries(world, seed, config.entity_fractions, region_size=config.region_size)
+    folder = tempfile.TemporaryDirectory(prefix="verl_parl_demo_index_")
+    corpus = Path(folder.name) / dataset.CORPUS_FILE
+    corpus_mod.write_corpus(corpus_mod.iter_pages(world, seed), corpus)
+    pages = {p["docid"]: p for p in map(json.loads, corpus.read_text(encoding="utf-8").splitlines())}
+    index = Path(folder.name) / dataset.INDEX_DIR
+    build_index(corpus, index, overwrite=True)
+    tool = dataset.make_suite_search_tool(index, corpus)
+    pool = Pool.of(world, pools["train"])
+    wide = {name: make(world, pool, WIDE_MIN, WIDE_MAX) for name, make in WIDE_TYPES.items()}
+    deep = {name: make(world, pool) for name, make in DEEP_TYPES.items()}
+    samplers = {kind: {n: s for n, s in found.items() if s is not None} for kind, found in ((WIDE, wide), (DEEP, deep))}
+    return DemoWorld(world, pool, pages, tool, folder, samplers)
+
+
+# ------------------------------------------------------------------------------------------ drawing
+
+
+def _draw_task(dw: DemoWorld, rng: random.Random, kind: str) -> Task:
+    """A task of ``kind`` over the training pool whose every page is findable by its title."""
+    samplers = dw.samplers[kind]
+    for _ in range(_MAX_DRAWS):
+        try:
+            task = samplers[rng.choice(sorted(samplers))](rng)
+        except _NoTaskError:
+            continue
+        if all(dw.findable(d) for d in task.gold_docids):
+            return _page_order(task, dw) if task.type == "wide_neighbours" else task
+    raise RuntimeError(f"no findable {kind} task in {_MAX_DRAWS} draws")
+
+
+def _page_order(task: Task, dw: DemoWorld) -> Task:
+    """A ``wide_neighbours`` task with its rows in the order the centre's page lists the neighbours
+    (the order in which a subagent reading that page reports them)."""
+    names = [row[0] for row in task.rows]
+    sentences = dw.pages[task.gold_docids[0]]["text"].split(". ")
+    listing = max(sentences, key=lambda sentence: sum(name in sentence for name in names))
+    order = sorted(range(len(names)), key=lambda i: listing.find(names[i]))
+    docids = (task.gold_docids[0], *(task.gold_docids[1 + i] for i in order))
+    return dataclasses.replace(task, rows=tuple(task.rows[i] for i in order), gold_docids=docids)
+
+
+def _user(task: Task) -> str:
+    return f"{task.question} {dataset.ANSWER_FORMAT[task.kind]}"
+
+
+def _surface(value: str, page: str) -> str:
+    """``value`` as ``page`` writes it (thousands separators when the page uses them)."""
+    if value.lstrip("-").isdigit() and f"{int(value):,}" in page:
+        return f"{int(value):,}"
+    return value
+
+
+def _row(task: Task, index: int, page: str) -> str:
+    return "| " + " | ".join(_surface(v, page) for v in task.rows[index]) + " |"
+
+
+def _header(columns: tuple[str, ...]) -> str:
+    return "| " + " | ".join(columns) + " |"
+
+
+def _table(task: Task, rows: list[str]) -> str:
+    rule = "|" + "|".join("---" for _ in task.columns) + "|"
+    return "\n".join([_header(task.columns), rule, *rows])
+
+
+def _row_prompt(task: Task, index: int) -> str:
+    """The orchestrator's assignment of one entity (row ``index``) of a wide task."""
+    phrases = [_PHRASES[c] for c in task.columns[1:]]
+    wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
+    return f"Find {wanted} of {task.rows[index][0]}. Reply with one table row: {_header(task.columns)}"
+
+
+def _neighbours_prompt(country: str) -> str:
+    return f"Which countries share a land border with {country}? Reply with their names, separated by commas."
+
+
+def _deep_prompt(task: Task) -> str:
+    return f"{task.question} Reply with the short answer only."
+
+
+def _answer(text: str) -> str:
+    return f"<answer>{text}</answer>"
+
+
+# --------------------------------------------------------------------------------------- subagents
+
+
+def _subagent_messages(
+    system: str, task_prompt: str, searches: list[list[str]], dw: DemoWorld, reply: str
+) -> list[Message]:
+    messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": task_prompt}]
+    for queries in searches:
+        arguments, output = dw.search(queries)
+        messages += [
+            {"role": "assistant", "content": "", "tool_calls": [call("search", arguments)]},
+            {"role": "tool", "content": output},
+        ]
+    messages.append({"role": "assistant", "content": reply})
+    return messages
+
+
+def _hops(task: Task, dw: DemoWorld) -> list[list[str]]:
+    """The searches of a deep task: one per page, or two pages a call for the paired types."""
+    titles = [dw.title(d) for d in task.gold_docids]
+    if task.type in _PAIRED_TYPES:
+        return [titles[i : i + 2] for i in range(0, len(titles), 2)]
+    return [[t] for t in titles]
+
+
+def research_subagent(rng: random.Random) -> Demo:
+    """One part of a task as the orchestrator assigns it: an entity's row, a neighbour list, or a chain."""
+    dw = demo_world()
+    system = rng.choice(SUBAGENT_PROMPTS)
+    part = rng.choice(("row", "row", "row", "neighbours", "deep"))
+    if part == "deep":
+        task = _draw_task(dw, rng, DEEP)
+        messages = _subagent_messages(system, _deep_prompt(task), _hops(task, dw), dw, task.answer)
+        return Demo("subagent", messages, [dw.search_schema], {"answer": task.answer, "part": part})
+    task = _draw_task(dw, rng, WIDE)
+    if part == "neighbours" and task.type == "wide_neighbours":
+        center = dw.title(task.gold_docids[0])
+        names = ", ".join(row[0] for row in task.rows)
+        messages = _subagent_messages(system, _neighbours_prompt(center), [[center]], dw, names)
+        return Demo("subagent", messages, [dw.search_schema], {"answer": names, "part": part})
+    first = 1 if task.type == "wide_neighbours" else 0  # gold_docids of wide_neighbours start with the centre
+    index = rng.randrange(len(task.rows))
+    docid = task.gold_docids[first + index]
+    reply = _row(task, index, dw.pages[docid]["text"])
+    messages = _subagent_messages(system, _row_prompt(task, index), [[dw.title(docid)]], dw, reply)
+    return Demo("subagent", messages, [dw.search_schema], {"answer": reply, "part": "row"})
+
+
+# ------------------------------------------------------------------------------------ orchestrator
+
+
+def _turn(calls: list[dict[str, Any]]) -> Message:
+    return {"role": "assistant", "content": "", "tool_calls": calls}
+
+
+def _results(texts: list[str]) -> list[Message]:
+    return [{"role": "tool", "content": text} for text in texts]
+
+
+def research_orchestrator(rng: random.Random) -> Demo:
+    """``parl_swarm`` on a suite row: subagents per entity (parallel or serial), or one per deep chain."""
+    dw = demo_world()
+    kind = rng.choice((WIDE, WIDE, DEEP))
+    task = _draw_task(dw, rng, kind)
+    messages: list[Message] = [
+        {"role": "system", "content": dataset.SYSTEM_PROMPTS["parl_swarm"]},
+        {"role": "user", "content": _user(task)},
+    ]
+    create = call(CREATE_SUBAGENT, {"name": SUBAGENT_NAME, "system_prompt": rng.choice(SUBAGENT_PROMPTS)})
+    created = f"created subagent {SUBAGENT_NAME!r}"
+    meta: dict[str, Any] = {
+        "answer": task.ground_truth,
+        "task_type": task.type,
+        "task_kind": task.kind,
+        "key": task.key,
+    }
+    if kind == DEEP:
+        assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _deep_prompt(task)})
+        messages += [_turn([create, assign]), *_results([created, task.answer])]
+        messages.append({"role": "assistant", "content": _answer(task.answer)})
+        return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": "deep"})
+    first = 1 if task.type == "wide_neighbours" else 0
+    pending = [create]
+    pending_results = [created]
+    if first:  # discover the rows on the centre's page first
+        center = dw.title(task.gold_docids[0])
+        ask = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _neighbours_prompt(center)})
+        messages += [_turn([create, ask]), *_results([created, ", ".join(row[0] for row in task.rows)])]
+        pending, pending_results = [], []
+    assigns = [
+        call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _row_prompt(task, i)}) for i in range(len(task.rows))
+    ]
+    rows = [_row(task, i, dw.pages[task.gold_docids[first + i]]["text"]) for i in range(len(task.rows))]
+    style = "parallel" if rng.random() < PARALLEL_SHARE else "serial"
+    if style == "parallel":
+        messages += [_turn(pending + assigns), *_results(pending_results + rows)]
+    else:
+        for i, (assign, row) in enumerate(zip(assigns, rows, strict=True)):
+            head, head_results = (pending, pending_results) if i == 0 else ([], [])
+            messages += [_turn([*head, assign]), *_results([*head_results, row])]
+    messages.append({"role": "assistant", "content": _answer(_table(task, rows))})
+    return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": style})
+
+
+# ------------------------------------------------------------------------------------------- agent
+
+
+def research_agent(rng: random.Random) -> Demo:
+    """``researcher`` / ``tool_agent``: one search call with a query per entity (wide) or hop, then the answer."""
+    dw = demo_world()
+    task = _draw_task(dw, rng, rng.choice((WIDE, DEEP)))
+    messages: list[Message] = [
+        {"role": "system", "content": dataset.SYSTEM_PROMPTS["researcher"]},
+        {"role": "user", "content": _user(task)},
+    ]
+    if task.kind == DEEP:
+        searches, answer = _hops(task, dw), task.answer
+    else:
+        first = 1 if task.type == "wide_neighbours" else 0
+        searches = ([[dw.title(task.gold_docids[0])]] if first else []) + [
+            [dw.title(d) for d in task.gold_docids[first:]]
+        ]
+        rows = [_row(task, i, dw.pages[task.gold_docids[first + i]]["text"]) for i in range(len(task.rows))]
+        answer = _table(task, rows)
+    for queries in searches:
+        arguments, output = dw.search(queries)
+        messages += [_turn([call("search", arguments)]), {"role": "tool", "content": output}]
+    messages.append({"role": "assistant", "content": _answer(answer)})
+    return Demo("agent", messages, [dw.search_schema], {"answer": task.ground_truth, "task_type": task.type})
+
+
+DEMO_SOURCES.register("research", "agent", research_agent)
+DEMO_SOURCES.register("research", "subagent", research_subagent)
+DEMO_SOURCES.register("research", "orchestrator", research_orchestrator)
