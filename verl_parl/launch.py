@@ -30,6 +30,17 @@ SUMMARY_METRICS = (
     "parl/frozen/weights_changed",
     "parl/frozen/checkpoint_index",
 )
+# Held-out (validation, ``val-parl/*``, logged by verl_parl.trainer) and training-side counterparts:
+# summary.json's ``heldout`` block and the head of the console table, label -> metric.
+HELDOUT_METRICS = (
+    ("held-out item-F1", "val-parl/item_f1/mean"),
+    ("held-out score", "val-parl/score/mean"),
+    ("held-out critical steps", "val-parl/critical_steps/mean"),
+    ("held-out total steps", "val-parl/total_steps/mean"),
+    ("held-out parallelism", "val-parl/parallelism/mean"),
+    ("train critical steps", "parl/critical_steps/mean"),
+    ("train parallelism", "parl/parallelism/mean"),
+)
 
 
 def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
@@ -172,6 +183,7 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
         "steps": max(steps) if steps else 0,
         "wall_time_s": round(time.time() - started, 1),
         "metrics": {key: se for key in SUMMARY_METRICS if (se := start_end(records, key)) is not None},
+        "heldout": heldout_summary(records),
         "run_dir": str(run_dir),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -191,13 +203,28 @@ def _plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
         return []
 
 
+def heldout_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Start and end of each :data:`HELDOUT_METRICS` entry that was logged, by label, each with its
+    ``metric`` name (start = first logged value, i.e. the validation before training when
+    ``trainer.val_before_train``; end = the last validation)."""
+    return {
+        label: {"metric": key, **se} for label, key in HELDOUT_METRICS if (se := start_end(records, key)) is not None
+    }
+
+
 def format_summary(summary: dict[str, Any]) -> str:
-    """A short start-vs-end table for the console."""
+    """A short start-vs-end table for the console: the held-out block first, then ``metrics``."""
     status = "finished" if summary["succeeded"] else "FAILED"
     lines = [
         f"[verl-parl] run {status}: {summary['steps']} steps in {summary['wall_time_s']} s -> {summary['run_dir']}",
         f"{'metric':<48} {'start':>12} {'end':>12}",
     ]
-    for key, se in summary["metrics"].items():
-        lines.append(f"{key:<48} {se['start']:>12.4g} {se['end']:>12.4g}")
+    heldout = summary.get("heldout") or {}
+    shown = {se["metric"] for se in heldout.values()}
+    rows = [(f"{label} (step {se['start_step']}->{se['end_step']})", se) for label, se in heldout.items()]
+    if not any(key.startswith("val-parl/") for key in shown):
+        rows.insert(0, ("held-out: no val-parl/* metrics (set trainer.test_freq / val_before_train)", None))
+    rows += [(key, se) for key, se in summary["metrics"].items() if key not in shown]
+    for name, se in rows:
+        lines.append(name if se is None else f"{name:<48} {se['start']:>12.4g} {se['end']:>12.4g}")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """PNG plots of a run's per-step metrics, written into ``<run>/plots/`` at the end of every run.
 
-One figure per panel that has data (held-out scores, critical and total steps, parallelism, reward
+One figure per panel that has data (held-out scores incl. item-F1, held-out critical/total steps and
+parallelism, training-side critical and total steps, parallelism, reward
 terms, λ schedules, context management, training signals) and ``overview.png`` with all of them.
 Re-plot any run folder (or a ``metrics.jsonl``) with::
 
@@ -20,28 +21,35 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Panel:
-    """A figure: the metrics whose names equal one of ``keys`` or start with one of ``prefixes``."""
+    """A figure: the metrics whose names equal one of ``keys`` or start with one of ``prefixes``,
+    except those in ``exclude``."""
 
     slug: str
     title: str
     keys: tuple[str, ...] = ()
     prefixes: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
 
     def select(self, names: Sequence[str]) -> list[str]:
         chosen = [k for k in self.keys if k in names]
         chosen += sorted(n for n in names if n.startswith(self.prefixes) and n not in chosen) if self.prefixes else []
-        return chosen
+        return [n for n in chosen if n not in self.exclude]
 
 
 PANELS = (
-    Panel("heldout", "Held-out score", prefixes=("val-core/",)),
+    Panel("heldout", "Held-out score", keys=("val-parl/item_f1/mean", "val-parl/score/mean"), prefixes=("val-core/",)),
+    Panel(
+        "heldout_steps",
+        "Held-out steps and parallelism",
+        keys=("val-parl/critical_steps/mean", "val-parl/total_steps/mean", "val-parl/parallelism/mean"),
+    ),
     Panel("steps", "Critical and total steps per episode", keys=("parl/critical_steps/mean", "parl/total_steps/mean")),
     Panel(
         "parallelism",
         "Parallelism",
         keys=("parl/parallelism/mean", "parl/num_assigned/mean", "parl/num_finished/mean", "parl/serial_fraction/mean"),
     ),
-    Panel("reward", "Reward terms", prefixes=("parl/reward/",)),
+    Panel("reward", "Reward terms", prefixes=("parl/reward/",), exclude=("parl/reward/step",)),  # step: x axis
     Panel("lambda", "λ schedules", prefixes=("parl/lambda/",)),
     Panel(
         "context",

@@ -9,6 +9,10 @@ With ``parl.subagent.schedule`` it also switches the frozen group's checkpoint b
 rollout and each validation (:mod:`verl_parl.frozen.schedule`), logged as ``parl/frozen/checkpoint_index``.
 Around verl's advantage computation it also logs the staged reward's terms and hands the
 ``reinforce_nsc`` estimator its context (:mod:`verl_parl.rewards.verl_hooks`).
+
+Validation (verl's ``_validate``) logs only ``reward_extra_info`` per data source, so
+:meth:`ParlSyncTrainer._validate` also reads each validation episode's ``extra_fields`` and logs the
+held-out metrics of :func:`heldout_metrics` under ``val-parl/`` (see ``docs/tasks.md``, "Run reports").
 """
 
 from __future__ import annotations
@@ -42,10 +46,70 @@ def parl_field_means(extra_fields: list[Any]) -> dict[str, float]:
     return {f"parl/{name}/mean": sums[name] / counts[name] for name in sorted(sums)}
 
 
+HELDOUT_PREFIX = "val-parl"
+
+
+def final_session_rows(keys: list[str], rows: list[Any]) -> list[Any]:
+    """The last output of each session, in first-seen order, as verl's validation picks them.
+
+    Keys are ``{uid}_{session}_{index}`` (a loop with context segments returns several outputs per
+    session; only the highest index carries the episode's final accounting and reward)."""
+    best: dict[str, tuple[int, int]] = {}
+    for pos, key in enumerate(keys):
+        parts = str(key).rsplit("_", 2)
+        session, index = (f"{parts[0]}_{parts[1]}", int(parts[2])) if len(parts) == 3 else (str(key), 0)
+        if session not in best or index > best[session][0]:
+            best[session] = (index, pos)
+    return [rows[pos] for _, pos in sorted(best.values(), key=lambda item: item[1])]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def heldout_row(extra: Any) -> dict[str, float]:
+    """One validation episode's held-out values from its ``extra_fields``.
+
+    ``item_f1``: the scorer's item-F1 (``reward_extra_info["item_f1"]``: the table scorer's on wide
+    tasks, the answer score on deep ones; absent for scorers without it, e.g. arithmetic); ``score``:
+    the scorer's ``r_perf``. ``critical_steps`` / ``total_steps`` / ``parallelism``: the swarm loop's
+    accounting; a loop without subagents (``researcher``) counts each turn as one step of both and
+    parallelism 0 (no subagent launched, as :func:`verl_parl.swarm.accounting.parallelism` defines)."""
+    if not isinstance(extra, dict):
+        return {}
+    info = extra.get("reward_extra_info")
+    info = info if isinstance(info, dict) else {}
+    row: dict[str, float] = {}
+    candidates = {
+        "item_f1": [info.get("item_f1")],
+        "score": [info.get("parl_r_perf"), info.get("score")],
+        "critical_steps": [extra.get("parl_critical_steps"), extra.get("parl_turns")],
+        "total_steps": [extra.get("parl_total_steps"), extra.get("parl_turns")],
+        "parallelism": [extra.get("parl_parallelism"), 0.0 if _number(extra.get("parl_turns")) is not None else None],
+    }
+    for name, values in candidates.items():
+        found = next((v for v in map(_number, values) if v is not None), None)
+        if found is not None:
+            row[name] = found
+    return row
+
+
+def heldout_metrics(extra_fields: list[Any]) -> dict[str, float]:
+    """``val-parl/<name>/mean`` over the validation episodes that report ``<name>`` (see
+    :func:`heldout_row`), plus ``val-parl/episodes``: the number of episodes read."""
+    rows = [heldout_row(extra) for extra in extra_fields]
+    metrics = {f"{HELDOUT_PREFIX}/episodes": float(len(rows))}
+    for name in ("item_f1", "score", "critical_steps", "total_steps", "parallelism"):
+        values = [row[name] for row in rows if name in row]
+        if values:
+            metrics[f"{HELDOUT_PREFIX}/{name}/mean"] = sum(values) / len(values)
+    return metrics
+
+
 @register_trainer(TRAINER_MODE)
 class ParlSyncTrainer(PPOTrainerSync):
-    """verl's sync trainer; :meth:`_compute_advantage` and :meth:`_compute_metrics` are extended, and
-    ``on_step_begin`` / ``on_validate_begin`` apply ``parl.subagent.schedule`` to the frozen group."""
+    """verl's sync trainer; :meth:`_compute_advantage`, :meth:`_compute_metrics` and :meth:`_validate` are
+    extended, and ``on_step_begin`` / ``on_validate_begin`` apply ``parl.subagent.schedule`` to the frozen group."""
 
     _frozen_digests: dict[str, str] | None = None
     _frozen_schedule: FrozenGroupSchedule | None = None
@@ -67,6 +131,32 @@ class ParlSyncTrainer(PPOTrainerSync):
         """Make the frozen group serve the checkpoint of ``global_steps`` (a function of the step)."""
         if self._frozen_schedule is not None:
             self._frozen_checkpoint_index = self._frozen_schedule.apply(int(self.global_steps))
+
+    def _validate(self) -> dict[str, float]:
+        """verl's validation plus :func:`heldout_metrics` of the episodes it sampled.
+
+        verl reads the episodes from TransferQueue and clears them inside ``_validate``; their
+        ``extra_fields`` are read right after each ``replay_buffer.sample`` (wrapped for this call only)."""
+        import transfer_queue as tq
+
+        episodes: list[Any] = []
+        buffer = self.replay_buffer
+        sample = buffer.sample
+
+        def sample_and_read(*args: Any, **kwargs: Any) -> Any:
+            batch, sample_metrics = sample(*args, **kwargs)
+            if batch.keys:
+                data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+                episodes.extend(final_session_rows(list(batch.keys), data.pop("extra_fields").tolist()))
+            return batch, sample_metrics
+
+        buffer.sample = sample_and_read
+        try:
+            metrics = super()._validate()
+        finally:
+            buffer.sample = sample
+        metrics.update(heldout_metrics(episodes))
+        return metrics
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         before_advantage(self, batch, metrics)

@@ -8,7 +8,9 @@ A first turn is *valid* when :func:`verl_parl.swarm.calls.parse_tool_calls` find
 every call parses (no :class:`CallError`), names one of the role's tools and passes
 :func:`~verl_parl.swarm.calls.check_arguments` against its schema. For roles whose only tool is
 the arithmetic ``calculator`` the episode is also played to the end (calculator results as tool
-messages, up to ``max_turns``) and scored with the task's ``number_match``.
+messages, up to ``max_turns``) and scored with the task's ``number_match``; roles whose only tool is the
+research suite's ``search`` are played out against the real index and their final reply compared with
+the demonstration's (a subagent's table row must match cell for cell).
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def evaluate_model(
     samples: int = 64,
     temperature: float = 1.0,
     max_tokens: int = 256,
-    max_turns: int = 3,
+    max_turns: int = 5,
     seed: int = 12345,
 ) -> dict[str, RoleReport]:
     """Sample ``samples`` episodes per role at ``temperature`` and report valid-call rates (and answers)."""
@@ -127,37 +129,69 @@ async def _evaluate(  # noqa: PLR0917 - private helper of evaluate_model
 async def _episode(
     tokenizer: PreTrainedTokenizerBase, demo: Demo, generate: Any, index: int, max_turns: int
 ) -> tuple[str, bool | None]:
-    """First-turn text, and for calculator-only roles whether the played-out episode is correct."""
+    """First-turn text, and for roles whose tools can all be run here (the calculator, the research
+    suite's search) whether the played-out episode's final answer is correct."""
     messages = [dict(m) for m in demo.first_prompt]
     first = await generate(render_ids(tokenizer, messages, demo.tools, generation_prompt=True), index, 0)
     tool_names = {schema["function"]["name"] for schema in demo.tools or []}
-    if tool_names != {"calculator"} or "answer" not in demo.meta:
+    tools = _executable_tools(tool_names)
+    if tools is None or "answer" not in demo.meta:
         return first, None
-    text, transcript = first, ""
-    calculator = arithmetic.Calculator()
+    text, transcript, final = first, "", ""
     for turn in range(1, max_turns + 1):
         transcript += text
         content, calls = parse_tool_calls(text)
         if not calls:
+            final = content
             break
-        observations = [await _calculate(calculator, call) for call in calls]
+        observations = [await _run_tool(tools, call) for call in calls]
         transcript += "".join(f"<tool_response>\n{o}\n</tool_response>" for o in observations)
         messages.append(assistant_message(content, calls))
         messages += [{"role": "tool", "content": o} for o in observations]
         if turn == max_turns:
             break
         text = await generate(render_ids(tokenizer, messages, demo.tools, generation_prompt=True), index, turn)
-    score = arithmetic.number_match(transcript, demo.meta["answer"])
-    return first, bool(score["acc"])
+    return first, _correct(demo, transcript, final)
 
 
-async def _calculate(calculator: arithmetic.Calculator, call: ToolCall | CallError) -> str:
+def _executable_tools(names: set[str]) -> dict[str, Any] | None:
+    """``name -> async run(arguments)`` for ``names``, or None when one of them cannot be run here."""
+    if names == {"calculator"}:
+        return {"calculator": arithmetic.Calculator().run}
+    if names == {"search"}:
+        from verl_parl.tasks.research.demos import demo_world
+
+        return {"search": demo_world().search_tool.run}
+    return None
+
+
+def _correct(demo: Demo, transcript: str, final: str) -> bool:
+    """Arithmetic: the number anywhere in the transcript (``number_match``). Research: the final reply
+    equals the demonstration's (a subagent's table row or short answer, cells compared without spaces
+    and case), or for an agent the ``research`` scorer's full marks."""
+    if "expression" in demo.meta:
+        return bool(arithmetic.number_match(transcript, demo.meta["answer"])["acc"])
+    if demo.role == "subagent":
+        return _cells(final) == _cells(str(demo.meta["answer"]))
+    from verl_parl.tasks.research.scoring import research_scorer
+    from verl_parl.tasks.research.tasks import ALIASES, METRICS
+
+    extra = {"task_kind": demo.meta["task_kind"], "keys": demo.meta["key"], "answer_metric": "exact_match"}
+    extra |= {"metrics": dict(METRICS), "aliases": dict(ALIASES)}
+    return research_scorer(final, demo.meta["answer"], extra)["acc"] == 1.0
+
+
+def _cells(text: str) -> list[str]:
+    return [" ".join(cell.split()).lower() for cell in text.strip().strip("|").split("|")]
+
+
+async def _run_tool(tools: dict[str, Any], call: ToolCall | CallError) -> str:
     if isinstance(call, CallError):
         return call.message
-    if call.name != "calculator":
+    if call.name not in tools:
         return f"error: unknown tool {call.name!r}"
     try:
-        return await calculator.run(call.arguments)
+        return str(await tools[call.name](call.arguments))
     except Exception as exc:  # noqa: BLE001 - a failing call is an observation, as in the agent loops
         return f"error: {exc}"
 

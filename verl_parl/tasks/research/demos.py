@@ -327,7 +327,8 @@ def research_agent(rng: random.Random) -> Demo:
         arguments, output = dw.search(queries)
         messages += [_turn([call("search", arguments)]), {"role": "tool", "content": output}]
     messages.append({"role": "assistant", "content": _answer(answer)})
-    return Demo("agent", messages, [dw.search_schema], {"answer": task.ground_truth, "task_type": task.type})
+    meta = {"answer": task.ground_truth, "task_type": task.type, "task_kind": task.kind, "key": task.key}
+    return Demo("agent", messages, [dw.search_schema], meta)
 
 
 DEMO_SOURCES.register("research", "agent", research_agent)

@@ -1,0 +1,142 @@
+"""Held-out (validation) metrics: from validation episodes' extra fields to ``val-parl/*``, to
+summary.json's ``heldout`` block and the console's start-vs-end table."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_parl.launch import VERL_METRICS_FILE, format_summary, heldout_summary, read_verl_metrics, write_reports
+from verl_parl.trainer import final_session_rows, heldout_metrics, heldout_row
+
+
+def swarm_episode(item_f1: float | None, critical: int, total: int, parallelism: float) -> dict:
+    info = {"parl_r_perf": item_f1 if item_f1 is not None else 1.0, "acc": 1.0}
+    if item_f1 is not None:
+        info["item_f1"] = item_f1
+    return {
+        "parl_critical_steps": critical,
+        "parl_total_steps": total,
+        "parl_parallelism": parallelism,
+        "turn_scores": [],
+        "reward_extra_info": info,
+    }
+
+
+def test_swarm_episodes_give_means_over_the_rows_that_report_each_value() -> None:
+    rows = [swarm_episode(0.5, 3, 9, 2.0), swarm_episode(None, 5, 5, 1.0), swarm_episode(1.0, 4, 10, 3.0)]
+    assert heldout_metrics(rows) == {
+        "val-parl/episodes": 3.0,
+        "val-parl/item_f1/mean": 0.75,  # the arithmetic-like row without item_f1 is left out
+        "val-parl/score/mean": (0.5 + 1.0 + 1.0) / 3,
+        "val-parl/critical_steps/mean": 4.0,
+        "val-parl/total_steps/mean": 8.0,
+        "val-parl/parallelism/mean": 2.0,
+    }
+
+
+def test_researcher_episode_counts_turns_as_steps_and_no_parallelism() -> None:
+    extra = {"parl_turns": 4.0, "parl_invalid_tool_calls": 0.0, "reward_extra_info": {"score": 0.2, "item_f1": 0.2}}
+    assert heldout_row(extra) == {
+        "item_f1": 0.2,
+        "score": 0.2,
+        "critical_steps": 4.0,
+        "total_steps": 4.0,
+        "parallelism": 0.0,
+    }
+
+
+def test_non_finite_and_malformed_rows_are_skipped() -> None:
+    rows = [None, "text", {"parl_critical_steps": math.nan, "reward_extra_info": "oops"}, swarm_episode(0.4, 2, 2, 1.0)]
+    metrics = heldout_metrics(rows)
+    assert metrics["val-parl/episodes"] == 4.0
+    assert metrics["val-parl/critical_steps/mean"] == 2.0
+    assert metrics["val-parl/item_f1/mean"] == pytest.approx(0.4)
+    assert heldout_metrics([]) == {"val-parl/episodes": 0.0}
+
+
+def test_only_the_last_segment_of_each_session_counts() -> None:
+    keys = ["u1_0_0", "u1_0_1", "u2_0_0", "u1_1_0", "plain"]
+    rows = ["u1 s0 first", "u1 s0 last", "u2", "u1 s1", "plain"]
+    assert final_session_rows(keys, rows) == ["u1 s0 last", "u2", "u1 s1", "plain"]
+
+
+def write_log(run_dir: Path) -> None:
+    lines = [
+        {
+            "step": 0,
+            "data": {
+                "val-parl/item_f1/mean": 0.2,
+                "val-parl/critical_steps/mean": 8.0,
+                "val-parl/parallelism/mean": 1.0,
+            },
+        },
+        {
+            "step": 1,
+            "data": {
+                "training/global_step": 1,
+                "parl/critical_steps/mean": 7.0,
+                "parl/parallelism/mean": 1.5,
+                "val-parl/item_f1/mean": 0.3,
+                "val-parl/critical_steps/mean": 6.0,
+                "val-parl/parallelism/mean": 2.0,
+            },
+        },
+        {
+            "step": 2,
+            "data": {
+                "training/global_step": 2,
+                "parl/critical_steps/mean": 5.0,
+                "parl/parallelism/mean": 2.5,
+                "val-parl/item_f1/mean": 0.45,
+                "val-parl/critical_steps/mean": 5.0,
+                "val-parl/parallelism/mean": 2.5,
+            },
+        },
+    ]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / VERL_METRICS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_heldout_block_has_start_at_step_zero_and_end_at_last_validation(tmp_path: Path) -> None:
+    write_log(tmp_path)
+    block = heldout_summary(read_verl_metrics(tmp_path / VERL_METRICS_FILE))
+    assert block["held-out item-F1"] == {
+        "metric": "val-parl/item_f1/mean",
+        "start": 0.2,
+        "start_step": 0,
+        "end": 0.45,
+        "end_step": 2,
+    }
+    assert block["held-out critical steps"]["start"] == 8.0 and block["held-out critical steps"]["end"] == 5.0
+    assert block["held-out parallelism"]["end"] == 2.5
+    assert block["train critical steps"] == {
+        "metric": "parl/critical_steps/mean",
+        "start": 7.0,
+        "start_step": 1,
+        "end": 5.0,
+        "end_step": 2,
+    }
+    assert "held-out total steps" not in block  # never logged, so not reported
+
+
+def test_summary_json_and_console_table_lead_with_the_heldout_values(tmp_path: Path) -> None:
+    write_log(tmp_path)
+    cfg = OmegaConf.create({"parl": {"profile": "cpu"}})
+    summary = write_reports(cfg, tmp_path, started=0.0, succeeded=True)
+    assert json.loads((tmp_path / "summary.json").read_text())["heldout"] == summary["heldout"]
+    lines = format_summary(summary).splitlines()
+    assert lines[2].split() == ["held-out", "item-F1", "(step", "0->2)", "0.2", "0.45"]
+    assert lines[3].startswith("held-out critical steps (step 0->2)") and lines[3].split()[-2:] == ["8", "5"]
+    assert lines[4].startswith("held-out parallelism") and lines[4].split()[-2:] == ["1", "2.5"]
+    assert sum("parl/critical_steps/mean" in line for line in lines) == 0  # shown once, as "train critical steps"
+    assert any(line.startswith("train critical steps") for line in lines)
+
+
+def test_console_says_when_no_validation_was_logged() -> None:
+    summary = {"succeeded": True, "steps": 1, "wall_time_s": 1.0, "run_dir": "r", "metrics": {}, "heldout": {}}
+    assert "held-out: no val-parl/* metrics" in format_summary(summary)
