@@ -207,9 +207,24 @@ def heldout_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Start and end of each :data:`HELDOUT_METRICS` entry that was logged, by label, each with its
     ``metric`` name (start = first logged value, i.e. the validation before training when
     ``trainer.val_before_train``; end = the last validation)."""
-    return {
+    block = {
         label: {"metric": key, **se} for label, key in HELDOUT_METRICS if (se := start_end(records, key)) is not None
     }
+    if "held-out item-F1" not in block:  # e.g. verl's own trainer mode: fall back to verl's per-source means
+        derived = [{"step": r["step"], AUX_ITEM_F1: f} for r in records if (f := aux_item_f1(r)) is not None]
+        if (se := start_end(derived, AUX_ITEM_F1)) is not None:
+            block = {"held-out item-F1": {"metric": AUX_ITEM_F1, **se}, **block}
+    return block
+
+
+AUX_ITEM_F1 = "heldout/item_f1"
+
+
+def aux_item_f1(record: dict[str, Any]) -> float | None:
+    """``heldout/item_f1``: the unweighted mean over data sources of verl's ``val-aux/<source>/item_f1/mean@N``
+    (None without any); used only when the trainer logged no per-episode ``val-parl/item_f1/mean``."""
+    values = [v for k, v in record.items() if k.startswith("val-aux/") and "/item_f1/mean@" in k and _finite(v)]
+    return sum(values) / len(values) if values else None
 
 
 def format_summary(summary: dict[str, Any]) -> str:
@@ -224,6 +239,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     rows = [(f"{label} (step {se['start_step']}->{se['end_step']})", se) for label, se in heldout.items()]
     if not any(key.startswith("val-parl/") for key in shown):
         rows.insert(0, ("held-out: no val-parl/* metrics (set trainer.test_freq / val_before_train)", None))
+    elif "held-out item-F1" not in heldout:
+        rows.insert(0, ("held-out item-F1: not reported (the task's scorer has no item_f1)", None))
     rows += [(key, se) for key, se in summary["metrics"].items() if key not in shown]
     for name, se in rows:
         lines.append(name if se is None else f"{name:<48} {se['start']:>12.4g} {se['end']:>12.4g}")

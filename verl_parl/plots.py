@@ -41,7 +41,12 @@ PANELS = (
     Panel(
         "heldout_steps",
         "Held-out steps and parallelism",
-        keys=("val-parl/critical_steps/mean", "val-parl/total_steps/mean", "val-parl/parallelism/mean"),
+        keys=(
+            "val-parl/critical_steps/mean",
+            "val-parl/total_steps/mean",
+            "val-parl/parallelism/mean",
+            "val-parl/num_assigned/mean",
+        ),
     ),
     Panel("steps", "Critical and total steps per episode", keys=("parl/critical_steps/mean", "parl/total_steps/mean")),
     Panel(

@@ -72,7 +72,7 @@ def heldout_row(extra: Any) -> dict[str, float]:
 
     ``item_f1``: the scorer's item-F1 (``reward_extra_info["item_f1"]``: the table scorer's on wide
     tasks, the answer score on deep ones; absent for scorers without it, e.g. arithmetic); ``score``:
-    the scorer's ``r_perf``. ``critical_steps`` / ``total_steps`` / ``parallelism``: the swarm loop's
+    the scorer's ``r_perf``. ``critical_steps`` / ``total_steps`` / ``parallelism`` / ``num_assigned``: the swarm loop's
     accounting; a loop without subagents (``researcher``) counts each turn as one step of both and
     parallelism 0 (no subagent launched, as :func:`verl_parl.swarm.accounting.parallelism` defines)."""
     if not isinstance(extra, dict):
@@ -86,6 +86,7 @@ def heldout_row(extra: Any) -> dict[str, float]:
         "critical_steps": [extra.get("parl_critical_steps"), extra.get("parl_turns")],
         "total_steps": [extra.get("parl_total_steps"), extra.get("parl_turns")],
         "parallelism": [extra.get("parl_parallelism"), 0.0 if _number(extra.get("parl_turns")) is not None else None],
+        "num_assigned": [extra.get("parl_num_assigned"), 0.0 if _number(extra.get("parl_turns")) is not None else None],
     }
     for name, values in candidates.items():
         found = next((v for v in map(_number, values) if v is not None), None)
@@ -99,7 +100,7 @@ def heldout_metrics(extra_fields: list[Any]) -> dict[str, float]:
     :func:`heldout_row`), plus ``val-parl/episodes``: the number of episodes read."""
     rows = [heldout_row(extra) for extra in extra_fields]
     metrics = {f"{HELDOUT_PREFIX}/episodes": float(len(rows))}
-    for name in ("item_f1", "score", "critical_steps", "total_steps", "parallelism"):
+    for name in ("item_f1", "score", "critical_steps", "total_steps", "parallelism", "num_assigned"):
         values = [row[name] for row in rows if name in row]
         if values:
             metrics[f"{HELDOUT_PREFIX}/{name}/mean"] = sum(values) / len(values)

@@ -14,7 +14,7 @@ from verl_parl.launch import VERL_METRICS_FILE, format_summary, heldout_summary,
 from verl_parl.trainer import final_session_rows, heldout_metrics, heldout_row
 
 
-def swarm_episode(item_f1: float | None, critical: int, total: int, parallelism: float) -> dict:
+def swarm_episode(item_f1: float | None, critical: int, total: int, parallelism: float, assigned: int = 0) -> dict:
     info = {"parl_r_perf": item_f1 if item_f1 is not None else 1.0, "acc": 1.0}
     if item_f1 is not None:
         info["item_f1"] = item_f1
@@ -22,13 +22,14 @@ def swarm_episode(item_f1: float | None, critical: int, total: int, parallelism:
         "parl_critical_steps": critical,
         "parl_total_steps": total,
         "parl_parallelism": parallelism,
+        "parl_num_assigned": assigned,
         "turn_scores": [],
         "reward_extra_info": info,
     }
 
 
 def test_swarm_episodes_give_means_over_the_rows_that_report_each_value() -> None:
-    rows = [swarm_episode(0.5, 3, 9, 2.0), swarm_episode(None, 5, 5, 1.0), swarm_episode(1.0, 4, 10, 3.0)]
+    rows = [swarm_episode(0.5, 3, 9, 2.0, 4), swarm_episode(None, 5, 5, 1.0, 1), swarm_episode(1.0, 4, 10, 3.0, 7)]
     assert heldout_metrics(rows) == {
         "val-parl/episodes": 3.0,
         "val-parl/item_f1/mean": 0.75,  # the arithmetic-like row without item_f1 is left out
@@ -36,6 +37,7 @@ def test_swarm_episodes_give_means_over_the_rows_that_report_each_value() -> Non
         "val-parl/critical_steps/mean": 4.0,
         "val-parl/total_steps/mean": 8.0,
         "val-parl/parallelism/mean": 2.0,
+        "val-parl/num_assigned/mean": 4.0,
     }
 
 
@@ -47,6 +49,7 @@ def test_researcher_episode_counts_turns_as_steps_and_no_parallelism() -> None:
         "critical_steps": 4.0,
         "total_steps": 4.0,
         "parallelism": 0.0,
+        "num_assigned": 0.0,
     }
 
 
@@ -140,3 +143,92 @@ def test_summary_json_and_console_table_lead_with_the_heldout_values(tmp_path: P
 def test_console_says_when_no_validation_was_logged() -> None:
     summary = {"succeeded": True, "steps": 1, "wall_time_s": 1.0, "run_dir": "r", "metrics": {}, "heldout": {}}
     assert "held-out: no val-parl/* metrics" in format_summary(summary)
+
+
+class FakeBatch:
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+        self.partition_id = "val"
+
+
+class FakeBuffer:
+    """Hands out one batch of keys per ``sample`` call, like verl's replay buffer during validation."""
+
+    def __init__(self, batches: list[list[str]]) -> None:
+        self.batches = batches
+
+    def sample(self, *args: object, **kwargs: object) -> tuple[FakeBatch, dict]:
+        return FakeBatch(self.batches.pop(0) if self.batches else []), {}
+
+
+def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+    import transfer_queue as tq
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from verl_parl.trainer import ParlSyncTrainer
+
+    store = {  # the in-memory TransferQueue: key -> extra_fields
+        "a_0_0": swarm_episode(0.0, 9, 9, 1.0, 1),  # an earlier segment of session a_0: not counted
+        "a_0_1": swarm_episode(0.5, 4, 8, 2.0, 3),
+        "b_0_0": swarm_episode(1.0, 6, 12, 2.0, 5),
+    }
+
+    def kv_batch_get(keys: list[str], partition_id: str, select_fields: list[str]) -> dict:
+        assert partition_id == "val" and select_fields == ["extra_fields"]
+        column = np.empty(len(keys), dtype=object)
+        column[:] = [store[k] for k in keys]
+        return {"extra_fields": column}
+
+    def verl_validate(self: ParlSyncTrainer) -> dict[str, float]:
+        while self.replay_buffer.sample(batch_size=2)[0].keys:
+            pass
+        return {"val-core/x/acc/mean@1": 0.5}
+
+    monkeypatch.setattr(tq, "kv_batch_get", kv_batch_get)
+    monkeypatch.setattr(PPOTrainerSync, "_validate", verl_validate)
+    trainer = object.__new__(ParlSyncTrainer)
+    buffer = FakeBuffer([["a_0_0", "a_0_1"], ["b_0_0"]])
+    trainer.replay_buffer = buffer
+    metrics = trainer._validate()
+    assert metrics == {
+        "val-core/x/acc/mean@1": 0.5,
+        "val-parl/episodes": 2.0,
+        "val-parl/item_f1/mean": 0.75,
+        "val-parl/score/mean": 0.75,
+        "val-parl/critical_steps/mean": 5.0,
+        "val-parl/total_steps/mean": 10.0,
+        "val-parl/parallelism/mean": 2.0,
+        "val-parl/num_assigned/mean": 4.0,
+    }
+    assert buffer.sample.__func__ is FakeBuffer.sample  # the wrapper is removed after validation
+
+
+def test_item_f1_falls_back_to_the_mean_of_verls_per_source_values() -> None:
+    records = [
+        {
+            "step": 0,
+            "val-aux/ds/wide/item_f1/mean@1": 0.2,
+            "val-aux/ds/deep/item_f1/mean@1": 0.4,
+            "val-aux/x/score/mean@1": 9,
+        },
+        {"step": 1, "parl/critical_steps/mean": 3.0},
+        {"step": 2, "val-aux/ds/wide/item_f1/mean@1": 0.5, "val-aux/ds/deep/item_f1/mean@1": math.nan},
+    ]
+    assert heldout_summary(records)["held-out item-F1"] == {
+        "metric": "heldout/item_f1",
+        "start": pytest.approx(0.3),
+        "start_step": 0,
+        "end": 0.5,
+        "end_step": 2,
+    }
+    records[0]["val-parl/item_f1/mean"] = 0.25  # the trainer's per-episode mean wins when logged
+    assert heldout_summary(records)["held-out item-F1"]["metric"] == "val-parl/item_f1/mean"
+
+
+def test_console_says_when_the_scorer_reports_no_item_f1() -> None:
+    steps = {"metric": "val-parl/critical_steps/mean", "start": 4.0, "start_step": 0, "end": 3.0, "end_step": 2}
+    summary = {"succeeded": True, "steps": 2, "wall_time_s": 1.0, "run_dir": "r", "metrics": {}}
+    lines = format_summary({**summary, "heldout": {"held-out critical steps": steps}}).splitlines()
+    assert lines[2] == "held-out item-F1: not reported (the task's scorer has no item_f1)"
+    assert lines[3].split()[-2:] == ["4", "3"]
