@@ -6,8 +6,10 @@ the driver when :mod:`verl_parl.main` resolves the config, so workers only ever 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,7 +64,8 @@ def _research_suite(directory: Path, spec: dict[str, Any]) -> dict[str, Path]:
     settings = EmbeddedTaskConfig(**spec).research_settings()
     if "entity_fractions" in settings:
         settings["entity_fractions"] = tuple(settings["entity_fractions"])
-    dataset.generate(directory, dataset.SuiteConfig(**settings), index=True, progress=False)
+    log = functools.partial(print, file=sys.stderr, flush=True)  # stdout stays the caller's (e.g. evaluate's table)
+    dataset.generate(directory, dataset.SuiteConfig(**settings), index=True, progress=False, log=log)
     paths = {split: directory / f"{split}.parquet" for split in dataset.SPLITS}
     return {**paths, "index": directory / dataset.INDEX_DIR, "tools": directory / dataset.TOOLS_FILE}
 

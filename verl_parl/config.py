@@ -209,6 +209,23 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def config_section(config: DictConfig | dict[str, Any] | None, key: str) -> dict[str, Any]:
+    """The section at dotted ``key`` as a plain resolved dict without ``_target_`` (``{}`` when absent).
+
+    Raises :class:`ConfigError` naming ``key`` when the section is not a mapping.
+    """
+    if config is None:
+        return {}
+    if not isinstance(config, DictConfig):
+        config = OmegaConf.create(config)
+    node = OmegaConf.select(config, key, default=None)
+    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{key}: must be a mapping, got {type(raw).__name__}"])
+    raw.pop("_target_", None)
+    return raw
+
+
 # ---------------------------------------------------------------------------------------------------
 # whole-config checks: each takes the resolved config and returns error messages
 

@@ -1,26 +1,17 @@
-"""Shared fixtures of the component tests: the tiny model, a composed trainer config, verl agent loops."""
+"""Shared fixtures of the component tests: the tiny model and a composed trainer config.
+
+Helpers the tests import (``make_loop``, ``DirectClient``) live in :mod:`verl_parl.testing.agent_loops`:
+``from conftest import ...`` breaks as soon as another conftest module is imported first.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
-
-
-class DirectClient:
-    """The part of verl's LLMServerClient an agent loop uses, calling a server object in-process."""
-
-    def __init__(self, server: Any) -> None:
-        self.server = server
-
-    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kwargs: Any) -> Any:
-        return await self.server.generate(
-            prompt_ids=prompt_ids, sampling_params=dict(sampling_params), request_id=request_id
-        )
 
 
 @pytest.fixture(scope="module")
@@ -50,20 +41,3 @@ def trainer_config(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -
         cfg.parl.output_dir = str(cache / "run")
     OmegaConf.resolve(cfg)
     return cfg
-
-
-def make_loop(loop_cls: type, cfg: DictConfig, server: Any, model_path: Path, **kwargs: Any) -> Any:
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-    from verl.utils import hf_tokenizer
-    from verl.utils.dataset.rl_dataset import RLHFDataset
-
-    return loop_cls(
-        trainer_config=DictConfigWrap(cfg),
-        server_manager=DirectClient(server),
-        tokenizer=hf_tokenizer(str(model_path)),
-        processor=None,
-        dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(cfg.data),
-        hf_model_type="qwen2",
-        **kwargs,
-    )

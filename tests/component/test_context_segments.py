@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import make_loop
 from omegaconf import DictConfig, OmegaConf, open_dict
 from verl.workers.rollout.replica import TokenOutput
+
+from verl_parl.testing.agent_loops import make_loop
 
 TASK = [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "What is 2 + 3?"}]
 

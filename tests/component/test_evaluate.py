@@ -17,7 +17,14 @@ def test_both_modes_on_the_tiny_model(model_path: Path, tmp_path: Path, capsys: 
     out = tmp_path / "report.json"
     argv = ["--model", str(model_path), "--data", str(data), "--out", str(out), "--concurrency", "2"]
     assert (
-        evaluate.main([*argv, "actor_rollout_ref.rollout.response_length=24", "parl.swarm.max_orchestrator_steps=2"])
+        evaluate.main(
+            [
+                *argv,
+                "embedded=arithmetic",
+                "actor_rollout_ref.rollout.response_length=24",
+                "parl.swarm.max_orchestrator_steps=2",
+            ]
+        )
         == 0
     )
     report = json.loads(out.read_text())

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DirectClient, make_loop
 from omegaconf import DictConfig, OmegaConf, open_dict
 from verl.workers.rollout.replica import TokenOutput
+
+from verl_parl.testing.agent_loops import DirectClient, make_loop
 
 SUBAGENT_PROMPT = "You look things up."
 TASK = [{"role": "user", "content": "Find the capitals of France and Peru."}]

@@ -22,7 +22,7 @@ import asyncio
 from dataclasses import dataclass, fields
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from verl_parl.context.policies import RewriteContext
@@ -64,9 +64,9 @@ def parse_researcher(raw: dict[str, Any]) -> ResearcherSettings:
 
 
 def researcher_settings(config: DictConfig) -> ResearcherSettings:
-    node = OmegaConf.select(config, "parl.researcher", default=None)
-    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-    assert isinstance(raw, dict)
+    from verl_parl.config import config_section
+
+    raw = config_section(config, "parl.researcher")
     return parse_researcher(raw)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from verl_parl.context.policies import ContextPolicy
 
@@ -146,7 +146,7 @@ def context_errors(raw: dict[str, Any]) -> list[str]:
 
 def context_settings(config: DictConfig) -> dict[str, ContextSettings]:
     """Settings from the trainer config's ``parl.context`` (``none`` for both roles when absent)."""
-    node = OmegaConf.select(config, "parl.context", default=None)
-    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-    assert isinstance(raw, dict)
+    from verl_parl.config import config_section
+
+    raw = config_section(config, "parl.context")
     return parse_context(raw)

@@ -3,6 +3,8 @@
 Agent-loop workers find dedicated servers by name (``parl_frozen_<i>`` Ray actors), never through
 hidden globals; the first worker that needs one starts it (``get_if_exists``), loading the fixed
 checkpoint ``parl.subagent.model_path`` with ``frozen=True`` so it refuses weight updates.
+With ``parl.subagent.engine`` vllm/sglang the group is verl rollout replicas owned by the named
+``parl_frozen_group`` actor instead (:mod:`verl_parl.frozen.engine`).
 """
 
 from __future__ import annotations
@@ -48,11 +50,15 @@ class ActorBackend:
 
 
 def dedicated_handles(serving: SubagentServing, default_max_tokens: int = 256) -> list[Any]:
-    """Get, or start, the named frozen server actors of the dedicated group."""
+    """Get, or start, the frozen servers of the dedicated group (vllm/sglang: via ``parl_frozen_group``)."""
     import ray
 
     from verl_parl.backends.cpu.server import HFInferenceServer
 
+    if not is_hf(serving):
+        from verl_parl.frozen.engine import group_handles
+
+        return group_handles(serving)
     if not serving.model_path:
         raise ValueError("parl.subagent.model_path is required with mode=dedicated")
     server_cls = ray.remote(HFInferenceServer)
@@ -69,6 +75,11 @@ def dedicated_handles(serving: SubagentServing, default_max_tokens: int = 256) -
     ]
 
 
+def is_hf(serving: SubagentServing) -> bool:
+    """Whether the dedicated group runs our own HF servers (engine ``hf`` or unresolved null)."""
+    return serving.engine in (None, "hf")
+
+
 _BACKENDS: dict[tuple[Any, ...], Any] = {}
 
 
@@ -82,9 +93,13 @@ def get_backend(serving: SubagentServing, server_manager: Any) -> Any:
             _WARNED_SHARED.append(True)
             logger.warning("parl.subagent.mode=shared: subagents use the live policy, they are not frozen")
         return SharedBackend(server_manager)
-    key = (serving.mode, serving.model_path, serving.instances, serving.base_url, serving.model)
+    key = (serving.mode, serving.model_path, serving.instances, serving.base_url, serving.model, serving.engine)
     if key not in _BACKENDS:
-        if serving.mode == "dedicated":
+        if serving.mode == "dedicated" and not is_hf(serving):
+            from verl_parl.frozen.engine import GroupBackend, group_actor
+
+            _BACKENDS[key] = GroupBackend(group_actor(serving), serving)
+        elif serving.mode == "dedicated":
             _BACKENDS[key] = ActorBackend(dedicated_handles(serving))
         else:
             from verl_parl.frozen.external import OpenAIBackend
@@ -100,16 +115,27 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
     many of them now hold weights different from the first digest seen for the checkpoint they serve
     (``first_digests``, keyed by server and checkpoint path, is updated in place and must persist
     across steps; a scheduled checkpoint switch is not a change). Both 0 when no dedicated group runs.
+    A vllm/sglang group (``parl_frozen_group``) adds its replicas to ``instances``; its weights are not
+    digested (they are never handed to the trainer's weight sync, so they cannot change).
     """
     import ray
 
-    names = sorted(
-        a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(FROZEN_ACTOR_PREFIX)
-    )
+    from verl_parl.frozen.engine import FROZEN_GROUP_ACTOR
+
+    named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    names = sorted(name for name in named if is_hf_server_name(name))
+    replicas = 0
+    if FROZEN_GROUP_ACTOR in named:
+        replicas = int(ray.get(ray.get_actor(FROZEN_GROUP_ACTOR).info.remote())["instances"])
     handles = [ray.get_actor(name) for name in names]
     digests: list[str] = ray.get([handle.weights_digest.remote() for handle in handles])
     paths: list[str] = ray.get([handle.checkpoint_path.remote() for handle in handles])
     changed = 0
     for name, path, digest in zip(names, paths, digests, strict=True):
         changed += first_digests.setdefault(f"{name}@{path}", digest) != digest
-    return {"parl/frozen/instances": float(len(names)), "parl/frozen/weights_changed": float(changed)}
+    return {"parl/frozen/instances": float(len(names) + replicas), "parl/frozen/weights_changed": float(changed)}
+
+
+def is_hf_server_name(name: str) -> bool:
+    """``parl_frozen_<i>`` (an hf server), not ``parl_frozen_group``."""
+    return name.startswith(FROZEN_ACTOR_PREFIX) and name[len(FROZEN_ACTOR_PREFIX) :].isdigit()

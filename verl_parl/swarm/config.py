@@ -11,19 +11,22 @@ from verl_parl.swarm.episode import SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
 
 SUBAGENT_MODES = ("dedicated", "external", "shared")
+SUBAGENT_ENGINES = ("hf", "vllm", "sglang")  # hf: our CPU server; vllm/sglang: verl rollout replicas
 
 
 @dataclass(frozen=True)
 class SubagentServing:
     """Where frozen subagents generate.
 
-    ``dedicated``: ``instances`` frozen servers loaded from ``model_path`` (named Ray actors
-    ``parl_frozen_<i>``, never weight-synced); ``external``: an OpenAI-compatible endpoint
-    (``base_url``, ``model``); ``shared``: the live policy server (an ablation: NOT frozen).
+    ``dedicated``: ``instances`` frozen servers loaded from ``model_path``, never weight-synced, on
+    ``engine`` (``hf``: named Ray actors ``parl_frozen_<i>``; ``vllm``/``sglang``: verl rollout replicas
+    owned by the ``parl_frozen_group`` actor; None: the policy's rollout name); ``external``: an
+    OpenAI-compatible endpoint (``base_url``, ``model``); ``shared``: the live policy server (an ablation: NOT frozen).
     """
 
     mode: str = "dedicated"
     model_path: str | None = None
+    engine: str | None = None
     instances: int = 1
     max_model_len: int = 2048
     base_url: str | None = None
@@ -36,6 +39,13 @@ class SubagentServing:
             raise ValueError("parl.subagent.base_url and parl.subagent.model are required with mode=external")
         if self.instances < 1:
             raise ValueError("parl.subagent.instances: must be at least 1")
+        if self.mode == "dedicated" and self.engine is not None and self.engine not in SUBAGENT_ENGINES:
+            from verl_parl.config import did_you_mean
+
+            raise ValueError(
+                f"parl.subagent.engine: {self.engine!r} is not one of {SUBAGENT_ENGINES}"
+                f"{did_you_mean(self.engine, SUBAGENT_ENGINES)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -47,16 +57,16 @@ class SwarmSettings:
     trace_fraction: float = 0.0
 
 
-def _section(config: DictConfig, key: str) -> dict[str, Any]:
-    node = OmegaConf.select(config, key, default=None)
-    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-    assert isinstance(raw, dict)
-    raw.pop("_target_", None)
-    return raw
+def parse_swarm(
+    swarm: dict[str, Any],
+    serving: dict[str, Any],
+    default_model_path: str | None,
+    default_engine: str | None = None,
+) -> SwarmSettings:
+    """``parl.swarm`` and ``parl.subagent`` dicts -> settings; every problem in one ConfigError.
 
-
-def parse_swarm(swarm: dict[str, Any], serving: dict[str, Any], default_model_path: str | None) -> SwarmSettings:
-    """``parl.swarm`` and ``parl.subagent`` dicts -> settings; every problem in one ConfigError."""
+    A null ``parl.subagent.engine`` becomes ``default_engine`` (the policy's rollout name) when given.
+    """
     from verl_parl.config import ConfigError, did_you_mean
 
     swarm, serving = dict(swarm), dict(serving)
@@ -76,6 +86,9 @@ def parse_swarm(swarm: dict[str, Any], serving: dict[str, Any], default_model_pa
             serving["model_path"] = stages[0].model_path
     if serving.get("model_path") is None:
         serving["model_path"] = default_model_path
+    if serving.get("engine") is None and default_engine is not None:
+        serving["engine"] = default_engine
+    errors += _schedule_engine_errors(bool(schedule_raw), serving.get("engine"))
     parts: dict[str, Any] = {}
     for key, cls, raw in (
         ("parl.swarm.subagent_limits", SubagentLimits, sub),
@@ -97,7 +110,22 @@ def parse_swarm(swarm: dict[str, Any], serving: dict[str, Any], default_model_pa
     )
 
 
+def _schedule_engine_errors(has_schedule: bool, engine: str | None) -> list[str]:
+    """``parl.subagent.schedule`` switches checkpoints of hf servers only (vllm/sglang replicas can't)."""
+    if not has_schedule or engine in (None, "hf"):
+        return []
+    return [
+        f"parl.subagent.schedule: checkpoint switching needs parl.subagent.engine=hf, not {engine!r} "
+        "(set schedule: [] or engine: hf)"
+    ]
+
+
 def swarm_settings(config: DictConfig) -> SwarmSettings:
     """Settings from the trainer config's ``parl.swarm`` / ``parl.subagent`` (defaults when absent)."""
+    from verl_parl.config import config_section
+
     default_model = OmegaConf.select(config, "actor_rollout_ref.model.path")
-    return parse_swarm(_section(config, "parl.swarm"), _section(config, "parl.subagent"), default_model)
+    default_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
+    return parse_swarm(
+        config_section(config, "parl.swarm"), config_section(config, "parl.subagent"), default_model, default_engine
+    )

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from verl_parl.tools.runtime import DEFAULT_LIMITS, ToolLimits, ToolRuntime
 
@@ -79,9 +79,9 @@ def tool_errors(raw: dict[str, Any], used: list[str]) -> list[str]:
 
 
 def tool_settings(config: DictConfig) -> dict[str, ToolSettings]:
-    node = OmegaConf.select(config, "parl.tools", default=None)
-    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-    assert isinstance(raw, dict)
+    from verl_parl.config import config_section
+
+    raw = config_section(config, "parl.tools")
     settings, errors = parse_tools(raw)
     if errors:
         from verl_parl.config import ConfigError

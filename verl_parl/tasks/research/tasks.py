@@ -341,42 +341,37 @@ def _unique_cities(pool: Pool, *, capitals: bool = False) -> list[City]:
     return [c for c in pool.cities if c.unique and (capitals or not c.is_capital)]
 
 
-def city_country_capital(world: World, pool: Pool) -> Sampler | None:
-    candidates = _unique_cities(pool)
+def _city_country_sampler(
+    world: World, candidates: list[City], kind: str, templates: tuple[str, str], answer: Callable[[Country], str]
+) -> Sampler | None:
+    """Two-hop questions city -> its country -> ``answer(country)``; ``templates`` take ``{city}``."""
     if not candidates:
         return None
 
     def sample(rng: random.Random) -> Task:
         city = rng.choice(candidates)
         country = world.countries[city.country]
-        question = rng.choice(
-            (
-                f"What is the capital of the country in which the city of {city.name} lies?",
-                f"{city.name} is a city. Name the capital of the country it is in.",
-            )
-        )
-        return _deep("city_country_capital", question, country.capital, [city.docid, country.docid], 2)
+        question = rng.choice(tuple(t.format(city=city.name) for t in templates))
+        return _deep(kind, question, answer(country), [city.docid, country.docid], 2)
 
     return sample
+
+
+def city_country_capital(world: World, pool: Pool) -> Sampler | None:
+    templates = (
+        "What is the capital of the country in which the city of {city} lies?",
+        "{city} is a city. Name the capital of the country it is in.",
+    )
+    return _city_country_sampler(world, _unique_cities(pool), "city_country_capital", templates, lambda c: c.capital)
 
 
 def city_country_currency(world: World, pool: Pool) -> Sampler | None:
     candidates = [c for c in _unique_cities(pool, capitals=True) if world.countries[c.country].currency_code]
-    if not candidates:
-        return None
-
-    def sample(rng: random.Random) -> Task:
-        city = rng.choice(candidates)
-        country = world.countries[city.country]
-        question = rng.choice(
-            (
-                f"Which currency is used in the country where {city.name} is located? Give its three-letter code.",
-                f"What is the ISO code of the currency of the country that the city of {city.name} belongs to?",
-            )
-        )
-        return _deep("city_country_currency", question, country.currency_code, [city.docid, country.docid], 2)
-
-    return sample
+    templates = (
+        "Which currency is used in the country where {city} is located? Give its three-letter code.",
+        "What is the ISO code of the currency of the country that the city of {city} belongs to?",
+    )
+    return _city_country_sampler(world, candidates, "city_country_currency", templates, lambda c: c.currency_code)
 
 
 def city_capital_population(world: World, pool: Pool) -> Sampler | None:

@@ -1,0 +1,47 @@
+"""GPU: a vllm dedicated frozen group (one replica of the tiny model) started by name, generating tokens.
+
+Marked ``gpu`` and skipped without CUDA or vLLM. Run: ``python -m pytest tests/gpu -q -m gpu``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+
+import pytest
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vllm"),
+]
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.skipif(not _has_cuda(), reason="needs an NVIDIA GPU")
+def test_vllm_dedicated_group_generates(tmp_path_factory: pytest.TempPathFactory) -> None:
+    import ray
+
+    from verl_parl.frozen import frozen_group_metrics, get_backend
+    from verl_parl.frozen.engine import FROZEN_GROUP_ACTOR
+    from verl_parl.models.tiny import build_tiny_model
+    from verl_parl.swarm.config import SubagentServing
+
+    model = build_tiny_model(cache_dir=tmp_path_factory.mktemp("tiny"), progress=False)
+    serving = SubagentServing(model_path=str(model), engine="vllm", instances=1, max_model_len=512)
+    ray.init(num_gpus=1, include_dashboard=False)
+    try:
+        backend = get_backend(serving, server_manager=None)
+        tokens = asyncio.run(backend.generate([1, 2, 3, 4], {"max_tokens": 8, "temperature": 0.0}))
+        assert 0 < len(tokens) <= 8 and all(isinstance(t, int) for t in tokens)
+        handles = ray.get(ray.get_actor(FROZEN_GROUP_ACTOR).handles.remote())
+        assert len(handles) == 1
+        assert frozen_group_metrics({})["parl/frozen/instances"] == 1.0
+    finally:
+        ray.shutdown()
