@@ -11,17 +11,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from verl_parl.evaluate import ServerClient
 
-class DirectClient:
-    """The part of verl's LLMServerClient an agent loop uses, calling a server object in-process."""
-
-    def __init__(self, server: Any) -> None:
-        self.server = server
-
-    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kwargs: Any) -> Any:
-        return await self.server.generate(
-            prompt_ids=prompt_ids, sampling_params=dict(sampling_params), request_id=request_id
-        )
+DirectClient = ServerClient
+"""The part of verl's LLMServerClient an agent loop uses, calling a server object in-process."""
 
 
 def make_loop(loop_cls: type, cfg: DictConfig, server: Any, model_path: Path, **kwargs: Any) -> Any:
