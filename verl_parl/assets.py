@@ -50,7 +50,7 @@ def _embedded_data(root: DictConfig) -> dict[str, Path]:
 
     paths = {split: directory / f"{split}.parquet" for split in ("train", "val")}
     if not all(p.exists() for p in paths.values()):
-        print(f"[verl-parl] writing the embedded {spec['task']} task to {directory}", flush=True)
+        print(f"[verl-parl] writing the embedded {spec['task']} task to {directory}", file=sys.stderr, flush=True)
         paths = arithmetic.write_dataset(
             directory, n_train=spec["n_train"], n_val=spec["n_val"], seed=spec["seed"], agent_loop=spec["agent_loop"]
         )

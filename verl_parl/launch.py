@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,7 @@ def _plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
     try:
         return [str(p) for p in plot_run(records, out_dir)]
     except Exception as exc:  # noqa: BLE001 - plots are a convenience, the metrics are already written
-        print(f"[verl-parl] warning: could not write plots: {type(exc).__name__}: {exc}", flush=True)
+        print(f"[verl-parl] warning: could not write plots: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return []
 
 

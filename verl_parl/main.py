@@ -94,7 +94,7 @@ def run(cfg: Any) -> None:
     except ConfigError as exc:
         print(f"[verl-parl] {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    print(f"[verl-parl] run folder: {run_dir}", flush=True)
+    print(f"[verl-parl] run folder: {run_dir}", file=sys.stderr, flush=True)
     succeeded = False
     try:
         launch.train(cfg, parl, run_dir)

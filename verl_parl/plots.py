@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or (source.parent / "plots")
     written = plot_run(read_metrics(source), out)
     if not written:
-        print(f"no plottable metrics in {source}")
+        print(f"no plottable metrics in {source}", file=sys.stderr)
         return 1
     for path in written:
         print(path)
