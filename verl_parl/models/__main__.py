@@ -3,6 +3,10 @@
 ``python -m verl_parl.models build [--cache-dir DIR] [--hidden-size N ...]`` builds the tiny Qwen2 model
 (or finds it in the cache) and prints its folder on stdout; progress goes to stderr.
 
+``python -m verl_parl.models pretrain [--steps N] [--seed S]`` pretrains the reader-sized tiny model on
+the copying curriculum (:mod:`verl_parl.models.pretrain`), prints its folder on stdout and its gates
+(induction, held-out page lookups) on stderr.
+
 ``python -m verl_parl.models coldstart [--steps N] [--seed S] [--evaluate]`` does the same for the
 cold-start SFT of the default tiny model on scripted tool-use demonstrations
 (:mod:`verl_parl.models.coldstart`); ``--evaluate`` also samples the result and prints valid-call rates.
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import sys
 from pathlib import Path
@@ -31,8 +36,47 @@ def _parser() -> argparse.ArgumentParser:
     for field in dataclasses.fields(TinyModelSpec):
         flag = "--" + field.name.replace("_", "-")
         build.add_argument(flag, type=int, default=field.default, help=f"default: {field.default}")
+    _add_pretrain(commands)
     _add_coldstart(commands)
     return parser
+
+
+def _add_pretrain(commands: Any) -> None:
+    from verl_parl.models.pretrain import PretrainSpec
+
+    defaults = PretrainSpec()
+    pre = commands.add_parser("pretrain", help="pretrain the tiny model on the copying curriculum (cached)")
+    pre.add_argument(
+        "--cache-dir", type=Path, default=None, help="default: $VERL_PARL_CACHE or ~/.cache/verl_parl/models"
+    )
+    pre.add_argument("--quiet", action="store_true", help="no progress output")
+    pre.add_argument("--steps", type=int, default=defaults.steps, help=f"optimizer steps (default: {defaults.steps})")
+    pre.add_argument("--seed", type=int, default=defaults.seed, help=f"default: {defaults.seed}")
+    pre.add_argument("--rebuild", action="store_true", help="train even if a shipped checkpoint matches the recipe")
+    pre.add_argument(
+        "--ship", action="store_true", help="then copy the result into the package (verl_parl/models/weights)"
+    )
+
+
+def _pretrain(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from verl_parl.models.coldstart import build_info
+    from verl_parl.models.pretrain import SHIPPED_DIR, PretrainSpec, build_pretrained_model, scaled_phases, ship
+
+    defaults = PretrainSpec()
+    try:
+        spec = PretrainSpec(steps=args.steps, seed=args.seed, phases=scaled_phases(defaults.phases, args.steps))
+    except ValueError as error:
+        parser.error(str(error))
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
+    path = build_pretrained_model(
+        spec, args.cache_dir, progress=not args.quiet, shipped=None if args.rebuild else SHIPPED_DIR
+    )
+    info = build_info(path)
+    if args.ship:
+        print(f"shipped to {ship(path)}", file=sys.stderr)
+    print(f"pretraining: {info.get('train_seconds')} s, gates {json.dumps(info.get('gates'))}", file=sys.stderr)
+    print(path)
+    return 0
 
 
 def _add_coldstart(commands: Any) -> None:
@@ -94,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "coldstart":
         return _coldstart(parser, args)
+    if args.command == "pretrain":
+        return _pretrain(parser, args)
     try:
         spec = TinyModelSpec(**{field.name: getattr(args, field.name) for field in dataclasses.fields(TinyModelSpec)})
     except ValueError as error:

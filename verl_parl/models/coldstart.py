@@ -25,7 +25,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 import random
 import re
 import shutil
@@ -42,6 +41,8 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from verl_parl.models.demos import Demo, demo_digest_payload, make_demos
+from verl_parl.models.lm import collate, lr_at, masked_lm_loss
+from verl_parl.models.pretrain import READER_MODEL, PretrainSpec, build_pretrained_model
 from verl_parl.models.tiny import (
     MARKER_NAME,
     TinyModelSpec,
@@ -74,9 +75,14 @@ COLDSTART_VERSION = "1"
 
 @dataclass(frozen=True)
 class ColdStartSpec:
-    """Everything that decides the cold-start checkpoint, besides the demonstrations' content."""
+    """Everything that decides the cold-start checkpoint, besides the demonstrations' content.
+
+    With ``pretrain`` set, SFT starts from that pretrained checkpoint (:mod:`verl_parl.models.pretrain`),
+    whose shape must be ``base``; otherwise from the randomly initialised ``base``.
+    """
 
     base: TinyModelSpec = field(default_factory=TinyModelSpec)
+    pretrain: PretrainSpec | None = None
     task: str = "arithmetic"
     roles: tuple[str, ...] = ("agent", "subagent", "orchestrator")
     role_weights: tuple[int, ...] = (1, 2, 3)  # batches per cycle for each role (harder roles get more)
@@ -100,6 +106,8 @@ class ColdStartSpec:
             errors.append("roles must name at least one role")
         if len(self.role_weights) != len(self.roles) or any(w < 1 for w in self.role_weights):
             errors.append(f"role_weights={self.role_weights} must give a positive weight to each of roles={self.roles}")
+        if self.pretrain is not None and self.pretrain.base != self.base:
+            errors.append(f"base={self.base} must be the pretrained model's shape {self.pretrain.base}")
         if errors:
             raise ValueError("invalid ColdStartSpec: " + "; ".join(errors))
 
@@ -114,13 +122,17 @@ class ColdStartSpec:
         payload = {
             "version": COLDSTART_VERSION,
             "base": self.base.digest(),
-            "spec": {k: v for k, v in dataclasses.asdict(self).items() if k != "base"},
+            "spec": {k: v for k, v in dataclasses.asdict(self).items() if k not in ("base", "pretrain")},
+            "pretrain": self.pretrain.digest() if self.pretrain is not None else None,
             "demos": content.hexdigest(),
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-TASK_RECIPES: dict[str, dict[str, Any]] = {"arithmetic": {}, "research": {"steps": 500}}
+TASK_RECIPES: dict[str, dict[str, Any]] = {
+    "arithmetic": {},
+    "research": {"base": READER_MODEL, "pretrain": PretrainSpec(), "steps": 500},
+}
 """Per-task changes to :class:`ColdStartSpec`'s defaults for the built-in tasks (the default run's recipe)."""
 
 
@@ -277,32 +289,6 @@ def _encode_with_offsets(tokenizer: PreTrainedTokenizerBase, text: str) -> tuple
     return list(batch["input_ids"]), [(a, b) for a, b in batch["offset_mapping"]]
 
 
-def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``loss_mask``, each ``[B, T]`` (T: longest)."""
-    width = max(len(e.input_ids) for e in examples)
-    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(examples), width), dtype=torch.long)
-    loss_mask = torch.zeros((len(examples), width), dtype=torch.float32)
-    for row, example in enumerate(examples):
-        n = len(example.input_ids)
-        ids[row, :n] = torch.tensor(example.input_ids)
-        attention[row, :n] = 1
-        loss_mask[row, :n] = torch.tensor(example.loss_mask, dtype=torch.float32)
-    return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
-
-
-def masked_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy over the tokens where ``loss_mask`` is 1.
-
-    ``logits`` ``[B, T, V]`` predict ``input_ids`` ``[B, T]`` shifted by one: position ``t`` is scored
-    on token ``t + 1``, counted when ``loss_mask[:, t + 1]`` is 1. Returns a scalar (0 if nothing is masked in).
-    """
-    targets = input_ids[:, 1:]
-    weights = loss_mask[:, 1:].to(logits.dtype)
-    per_token = F.cross_entropy(logits[:, :-1].flatten(0, 1), targets.flatten(), reduction="none")
-    return (per_token * weights.flatten()).sum() / weights.sum().clamp(min=1.0)
-
-
 def batch_loss(model: PreTrainedModel, batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, int]:
     """Masked next-token loss of ``batch`` (one group), computing the shared prefix once.
 
@@ -349,14 +335,6 @@ class SFTResult:
     seconds: float
     tokens: int  # assistant (trained) tokens seen
     examples: int
-
-
-def lr_at(step: int, *, steps: int, warmup: int, peak: float) -> float:
-    """Linear warm-up to ``peak`` over ``warmup`` steps, then cosine decay to ``peak / 10`` at ``steps``."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
 
 
 def _batches(
@@ -447,7 +425,10 @@ def build_coldstart_model(
     """
     spec = spec or ColdStartSpec()
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    base = build_tiny_model(spec.base, cache_dir, progress=progress)
+    if spec.pretrain is not None:
+        base = build_pretrained_model(spec.pretrain, cache_dir, progress=progress)
+    else:
+        base = build_tiny_model(spec.base, cache_dir, progress=progress)
     demos = spec.demos()
     final = cache_dir / f"coldstart-{spec.digest(demos)}"
     if is_complete_build(final):

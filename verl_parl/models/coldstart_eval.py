@@ -31,7 +31,15 @@ from verl_parl.swarm.calls import CallError, ToolCall, check_arguments, parse_to
 from verl_parl.swarm.subagent import assistant_message
 from verl_parl.tasks import arithmetic
 
-__all__ = ["RoleReport", "evaluate_checkpoint", "evaluate_model", "first_turn_valid"]
+__all__ = [
+    "LookupReport",
+    "RoleReport",
+    "evaluate_checkpoint",
+    "evaluate_lookups",
+    "evaluate_model",
+    "first_turn_valid",
+    "lookup_scores",
+]
 
 
 @dataclass
@@ -194,6 +202,83 @@ async def _run_tool(tools: dict[str, Any], call: ToolCall | CallError) -> str:
         return str(await tools[call.name](call.arguments))
     except Exception as exc:  # noqa: BLE001 - a failing call is an observation, as in the agent loops
         return f"error: {exc}"
+
+
+@dataclass
+class LookupReport:
+    """Held-out subagent lookups played out greedily against the real index (issue 12's reading gates)."""
+
+    lookups: int
+    query_names_entity: int  # first turn searches with a query containing the entity's name
+    values: int  # value cells of the gold rows
+    values_right: int  # of them, in the reply's row at their column (cells compared without spaces and case)
+    rows_right: int  # replies equal to the gold row
+    examples: list[dict[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lookups": self.lookups,
+            "query_names_entity": round(self.query_names_entity / max(1, self.lookups), 4),
+            "values_right": round(self.values_right / max(1, self.values), 4),
+            "rows_right": round(self.rows_right / max(1, self.lookups), 4),
+        }
+
+
+def lookup_scores(entity: str, first_turn: str, reply: str, gold_row: str) -> tuple[bool, int, int, bool]:
+    """``(query names the entity, value cells, value cells right, row right)`` of one lookup.
+
+    A query names the entity when one of the first turn's ``search`` queries contains its name (case
+    ignored); value cells are the gold row's cells after the first (the entity's name)."""
+    _, calls = parse_tool_calls(first_turn)
+    queries = [
+        str(q)
+        for c in calls
+        if isinstance(c, ToolCall) and c.name == "search"
+        for q in (c.arguments.get("queries") or [])
+    ]
+    named = any(entity.lower() in q.lower() for q in queries)
+    gold, got = _cells(gold_row), _cells(reply)
+    right = sum(i < len(got) and got[i] == cell for i, cell in enumerate(gold) if i > 0)
+    return named, len(gold) - 1, right, got == gold
+
+
+def evaluate_lookups(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int = 40, *, split: str = "val", seed: int = 0
+) -> LookupReport:
+    """Greedy subagent row lookups of ``split``'s held-out entities, played out against the suite's index."""
+    from verl_parl.tasks.research.demos import heldout_row_lookups
+
+    demos = heldout_row_lookups(n, seed, split)
+    return asyncio.run(_evaluate_lookups(model, tokenizer, demos))
+
+
+async def _evaluate_lookups(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo]
+) -> LookupReport:
+    eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
+    engine = BatchedGenerator(model, eos_token_ids=eos, max_batch_size=64, max_model_len=2048, seed=0)
+    finals: dict[int, str] = {}
+    try:
+
+        async def generate(ids: list[int], index: int, turn: int) -> str:
+            result = await engine.generate(ids, SamplingParams(max_tokens=64, temperature=0.0))
+            text = tokenizer.decode(result.token_ids, skip_special_tokens=True)
+            finals[index] = text
+            return text
+
+        episodes = await asyncio.gather(*(_episode(tokenizer, d, generate, i, 3) for i, d in enumerate(demos)))
+    finally:
+        await engine.close()
+    report = LookupReport(len(demos), 0, 0, 0, 0)
+    for index, (demo, (first, _)) in enumerate(zip(demos, episodes, strict=True)):
+        named, cells, right, whole = lookup_scores(demo.meta["entity"], first, finals[index], demo.meta["answer"])
+        report.query_names_entity += named
+        report.values += cells
+        report.values_right += right
+        report.rows_right += whole
+        if len(report.examples) < 5:
+            report.examples.append({"first_turn": first, "reply": finals[index], "gold": demo.meta["answer"]})
+    return report
 
 
 def format_table(reports: dict[str, RoleReport]) -> str:

@@ -57,6 +57,7 @@ __all__ = [
     "SUBAGENT_PROMPTS",
     "DemoWorld",
     "demo_world",
+    "heldout_row_lookups",
     "research_agent",
     "research_orchestrator",
     "research_subagent",
@@ -108,8 +109,8 @@ class DemoWorld:
 
 
 @functools.lru_cache(maxsize=2)
-def demo_world(seed: int = 0) -> DemoWorld:
-    """Generate the corpus of :class:`~verl_parl.tasks.research.dataset.SuiteConfig` ``seed`` and index it."""
+def _indexed_corpus(seed: int) -> tuple[source.World, dict[str, tuple[str, ...]], dict[str, dict[str, str]], Any, Any]:
+    """The world, its country pools, every page, and a search tool over the pages' index (built once)."""
     from verl_parl_search.engine import build_index
 
     config = dataset.SuiteConfig(seed=seed)
@@ -121,8 +122,15 @@ def demo_world(seed: int = 0) -> DemoWorld:
     pages = {p["docid"]: p for p in map(json.loads, corpus.read_text(encoding="utf-8").splitlines())}
     index = Path(folder.name) / dataset.INDEX_DIR
     build_index(corpus, index, overwrite=True)
-    tool = dataset.make_suite_search_tool(index, corpus)
-    pool = Pool.of(world, pools["train"])
+    return world, pools, pages, dataset.make_suite_search_tool(index, corpus), folder
+
+
+@functools.lru_cache(maxsize=6)
+def demo_world(seed: int = 0, split: str = "train") -> DemoWorld:
+    """The corpus of :class:`~verl_parl.tasks.research.dataset.SuiteConfig` ``seed``, indexed, with the
+    entities of ``split`` (demonstrations use ``train``; held-out evaluations ``val`` or ``test``)."""
+    world, pools, pages, tool, folder = _indexed_corpus(seed)
+    pool = Pool.of(world, pools[split])
     wide = {name: make(world, pool, WIDE_MIN, WIDE_MAX) for name, make in WIDE_TYPES.items()}
     deep = {name: make(world, pool) for name, make in DEEP_TYPES.items()}
     samplers = {kind: {n: s for n, s in found.items() if s is not None} for kind, found in ((WIDE, wide), (DEEP, deep))}
@@ -239,12 +247,26 @@ def research_subagent(rng: random.Random) -> Demo:
         names = ", ".join(row[0] for row in task.rows)
         messages = _subagent_messages(system, _neighbours_prompt(center), [[center]], dw, names)
         return Demo("subagent", messages, [dw.search_schema], {"answer": names, "part": part})
+    return _row_lookup(dw, task, rng, system)
+
+
+def _row_lookup(dw: DemoWorld, task: Task, rng: random.Random, system: str) -> Demo:
+    """A subagent asked for one row of wide ``task``: search the entity's title, reply with its row."""
     first = 1 if task.type == "wide_neighbours" else 0  # gold_docids of wide_neighbours start with the centre
     index = rng.randrange(len(task.rows))
     docid = task.gold_docids[first + index]
     reply = _row(task, index, dw.pages[docid]["text"])
     messages = _subagent_messages(system, _row_prompt(task, index), [[dw.title(docid)]], dw, reply)
-    return Demo("subagent", messages, [dw.search_schema], {"answer": reply, "part": "row"})
+    meta = {"answer": reply, "part": "row", "entity": task.rows[index][0]}
+    return Demo("subagent", messages, [dw.search_schema], meta)
+
+
+def heldout_row_lookups(n: int, seed: int = 0, split: str = "val") -> list[Demo]:
+    """``n`` subagent row lookups of ``split``'s (held-out) entities, as the orchestrator assigns them:
+    for measuring whether a checkpoint reads (its first turn and reply are generated, not these)."""
+    dw = demo_world(seed, split)
+    rng = random.Random(f"{seed}/{split}/lookups")
+    return [_row_lookup(dw, _draw_task(dw, rng, WIDE), rng, rng.choice(SUBAGENT_PROMPTS)) for _ in range(n)]
 
 
 # ------------------------------------------------------------------------------------ orchestrator

@@ -1,0 +1,179 @@
+"""Pretraining curriculum: its samples, its schedule, held-out entities kept out, the shipped weights."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from verl_parl.models import pretrain as pt
+from verl_parl.models.pretrain import (
+    PretrainSpec,
+    induction_sample,
+    lookup_sample,
+    mixture_at,
+    page_facts,
+    page_sample,
+    page_world,
+    scaled_phases,
+    shipped_matches,
+)
+from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
+
+SMALL = TinyModelSpec(
+    vocab_size=512,
+    hidden_size=32,
+    num_layers=1,
+    num_heads=2,
+    num_kv_heads=1,
+    intermediate_size=64,
+    max_position_embeddings=1024,
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> PreTrainedTokenizerBase:
+    return AutoTokenizer.from_pretrained(build_tiny_model(SMALL, tmp_path_factory.mktemp("cache"), progress=False))
+
+
+def test_induction_sample_copies_a_span_and_scores_the_copy() -> None:
+    rng = random.Random(3)
+    for _ in range(50):
+        sample = induction_sample(rng, list(range(100, 400)), length=48, span=8)
+        assert len(sample.input_ids) == len(sample.loss_mask) == 48
+        scored = [i for i, m in enumerate(sample.loss_mask) if m]
+        assert len(scored) == 7 and scored == list(range(scored[0], scored[0] + 7))
+        target = scored[0] - 1  # the copy's first token is not scored: nothing announces it
+        copy = sample.input_ids[target : target + 8]
+        earlier = [sample.input_ids[i : i + 8] for i in range(0, target - 8 + 1)]
+        assert copy in earlier
+
+
+def test_lookup_sample_answers_are_in_the_context(tokenizer: PreTrainedTokenizerBase) -> None:
+    sample = lookup_sample(random.Random(0), tokenizer, n_facts=6, n_questions=3)
+    text = tokenizer.decode(sample.input_ids)
+    context, _, questions = text.partition("\nQuestion:")
+    answers = _scored_spans(tokenizer, sample)
+    assert len(answers) == 3
+    for answer in answers:
+        assert answer.endswith("\n") and answer.strip() in context
+
+
+def _scored_spans(tokenizer: PreTrainedTokenizerBase, sample: pt.Sample) -> list[str]:
+    spans, current = [], []
+    for token, mask in zip(sample.input_ids, sample.loss_mask, strict=True):
+        if mask:
+            current.append(token)
+        elif current:
+            spans.append(tokenizer.decode(current))
+            current = []
+    if current:
+        spans.append(tokenizer.decode(current))
+    return spans
+
+
+def test_page_samples_read_redrawn_training_pages(tokenizer: PreTrainedTokenizerBase) -> None:
+    pw = page_world(0)
+    train_names = {e.name for e in (*pw.train.countries, *pw.train.cities)}
+    heldout_names = {c.name for c in pw.heldout.countries} - train_names
+    rng = random.Random(1)
+    samples = [s for s in (page_sample(rng, tokenizer, pw, 2) for _ in range(30)) if s is not None]
+    assert len(samples) >= 25
+    for sample in samples:
+        text = tokenizer.decode(sample.input_ids)
+        page = text.partition("\nQuestion:")[0]
+        for answer in _scored_spans(tokenizer, sample):
+            assert answer.strip() in page
+        asked = [line.rsplit(" of ", 1)[1].rstrip("?") for line in text.splitlines() if line.startswith("Question:")]
+        assert asked and all(name in train_names and name not in heldout_names for name in asked)
+
+
+def test_redrawn_facts_differ_from_the_real_ones() -> None:
+    pw = page_world(0)
+    country = pw.train.countries[0]
+    rng = random.Random(0)
+    redrawn = [pt._redrawn(pw.world, country, rng) for _ in range(5)]
+    assert all(r.name == country.name for r in redrawn)
+    assert sum(r.population != country.population for r in redrawn) >= 4
+
+
+def test_page_facts_use_the_pages_own_writing() -> None:
+    pw = page_world(0)
+    country = pw.heldout.countries[0]
+    text = pt._page(pw.world, country, 0)["text"]
+    facts = dict(page_facts(pw.world, country, text))
+    assert facts and all(answer in text for answer in facts.values())
+    assert any(q.startswith("What is the population of") for q in facts)
+
+
+def test_heldout_questions_only_ask_about_heldout_entities() -> None:
+    pw = page_world(0)
+    heldout = {e.name for e in (*pw.heldout.countries, *pw.heldout.cities)}
+    questions = pt.heldout_questions(pw, 0, 64)
+    assert len(questions) == 64
+    assert all(q.rsplit(" of ", 1)[1].rstrip("?") in heldout for _, q, _ in questions)
+
+
+def test_mixture_follows_the_phases() -> None:
+    phases = ((10, (1.0, 0.0, 0.0)), (20, (0.5, 0.5, 0.0)), (30, (0.0, 0.0, 1.0)))
+    assert mixture_at(0, phases) == (1.0, 0.0, 0.0)
+    assert mixture_at(10, phases) == (0.5, 0.5, 0.0)
+    assert mixture_at(29, phases) == (0.0, 0.0, 1.0)
+    assert mixture_at(99, phases) == (0.0, 0.0, 1.0)
+    assert [until for until, _ in scaled_phases(phases, 60)] == [20, 40, 60]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"steps": 0}, "steps=0 must be positive"),
+        ({"induction_length": 20, "induction_span": 8}, "induction_length=20"),
+        ({"phases": ((10, (1.0, 0.0)),)}, "weights (1.0, 0.0)"),
+        ({"phases": ((20, (1.0, 0.0, 0.0)), (10, (0.0, 1.0, 0.0)))}, "ordered"),
+    ],
+)
+def test_bad_specs_name_what_is_wrong(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match="invalid PretrainSpec") as error:
+        PretrainSpec(**changes)  # type: ignore[arg-type]
+    assert message in str(error.value)
+
+
+def test_digest_changes_with_the_recipe() -> None:
+    assert PretrainSpec().digest() == PretrainSpec().digest()
+    assert PretrainSpec().digest() != PretrainSpec(steps=100, phases=scaled_phases(PretrainSpec().phases, 100)).digest()
+    assert PretrainSpec().digest() != PretrainSpec(seed=1).digest()
+
+
+def test_shipped_checkpoint_is_used_only_for_its_recipe_and_intact(tmp_path: Path) -> None:
+    spec = PretrainSpec()
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    (folder / pt.WEIGHTS_FILE).write_bytes(b"weights")
+    marker = {"digest": spec.digest(), "sha256": pt.sha256_of(folder / pt.WEIGHTS_FILE)}
+    (folder / MARKER_NAME).write_text(json.dumps(marker))
+    assert shipped_matches(folder, spec)
+    assert not shipped_matches(folder, PretrainSpec(seed=1))  # another recipe
+    (folder / pt.WEIGHTS_FILE).write_bytes(b"tampered")
+    assert not shipped_matches(folder, spec)
+    shutil.rmtree(folder)
+    assert not shipped_matches(folder, spec)
+
+
+def test_the_package_ships_the_default_recipes_weights() -> None:
+    """The default run's first build copies these instead of pretraining (item 5 of issue 12)."""
+    assert shipped_matches(pt.SHIPPED_DIR, PretrainSpec()), (
+        "verl_parl/models/weights does not hold the default PretrainSpec's checkpoint: "
+        "run `python -m verl_parl.models pretrain --rebuild --ship`"
+    )
+    info = json.loads((pt.SHIPPED_DIR / MARKER_NAME).read_text())
+    assert (pt.SHIPPED_DIR / pt.WEIGHTS_FILE).stat().st_size < 20 * 1024 * 1024
+    assert info["gates"]["induction"] >= 0.9

@@ -1,0 +1,552 @@
+"""Pretraining of the tiny model on a copying curriculum, so that it can read: built once and cached.
+
+A randomly initialised tiny Qwen2 does not learn to copy a name from its prompt into a tool call, or
+a value from a retrieved page into its answer, from a few hundred cold-start demonstrations
+(``../shared/design/COPYING.md`` has the measurements). Copying is what induction heads do (find the
+earlier occurrence of the current token, predict what followed it), and they form abruptly once the
+loss is dense on content-addressed copies. So pretraining runs a curriculum of three sources:
+
+* ``induction`` -- random token strings in which a span reappears at a random later offset; the loss
+  is on the copy (every copied token but the first, which nothing announces);
+* ``lookup`` -- made-up facts ("The code of Belora is KEWA.") followed by questions about some of
+  them; the loss is on the answers: induction plus a key match;
+* ``pages`` -- pages of the research suite's **training** entities in the corpus' own wording, with
+  questions about their facts; the values are redrawn per example (other numbers, other capitals and
+  codes) so that the answer can only be read from the page, never remembered.
+
+The mixture moves from the first source towards the last over :attr:`PretrainSpec.phases`. At the end
+two gates are measured: ``induction`` (share of copied tokens predicted right) and ``heldout_lookup``
+(share of questions about **held-out** entities' real pages answered exactly, greedy; held-out entities
+are never in the training stream). The result is an ordinary HF checkpoint folder with the gates in
+its marker; :mod:`verl_parl.models.coldstart` starts from it.
+
+Usage::
+
+    from verl_parl.models.pretrain import PretrainSpec, build_pretrained_model
+
+    path = build_pretrained_model(PretrainSpec())  # cached after the first call
+
+or ``python -m verl_parl.models pretrain``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from verl_parl.models.lm import collate, lr_at, masked_lm_loss
+from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model, default_cache_dir, is_complete_build
+
+__all__ = [
+    "PRETRAIN_VERSION",
+    "SOURCES",
+    "PretrainSpec",
+    "Sample",
+    "build_pretrained_model",
+    "evaluate_gates",
+    "induction_sample",
+    "lookup_sample",
+    "mixture_at",
+    "page_sample",
+    "pretrain",
+    "pretrain_lr",
+    "scaled_phases",
+    "ship",
+    "shipped_matches",
+]
+
+logger = logging.getLogger(__name__)
+
+# Bump when the curriculum's data, the loop or the gates change.
+PRETRAIN_VERSION = "1"
+SOURCES = ("induction", "lookup", "pages")
+
+READER_MODEL = TinyModelSpec(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=512)
+"""The smallest shape in which induction heads formed in about 1,000 steps on 2 cores (COPYING.md)."""
+
+
+@dataclass(frozen=True)
+class PretrainSpec:
+    """Everything that decides the pretrained checkpoint.
+
+    ``phases`` lists ``(until_step, weights)``: up to ``until_step`` batches are drawn from
+    :data:`SOURCES` in proportion to ``weights``; the last phase runs to ``steps``.
+    """
+
+    base: TinyModelSpec = READER_MODEL
+    steps: int = 2400
+    phases: tuple[tuple[int, tuple[float, float, float]], ...] = (
+        (900, (1.0, 0.0, 0.0)),
+        (1500, (0.3, 0.7, 0.0)),
+        (2400, (0.1, 0.3, 0.6)),
+    )
+    batch_size: int = 32
+    lr: float = 2e-3
+    warmup_steps: int = 200
+    induction_length: int = 96
+    induction_span: int = 12
+    facts_per_lookup: int = 8
+    questions_per_page: int = 3
+    gate_samples: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        errors = [
+            f"{name}={getattr(self, name)} must be positive"
+            for name in ("steps", "batch_size", "lr", "induction_span", "facts_per_lookup", "questions_per_page")
+            if not getattr(self, name) > 0
+        ]
+        if self.induction_length < 3 * self.induction_span:
+            errors.append(f"induction_length={self.induction_length} must be at least 3 * induction_span")
+        if not self.phases:
+            errors.append("phases must name at least one phase")
+        for until, weights in self.phases:
+            if len(weights) != len(SOURCES) or any(w < 0 for w in weights) or sum(weights) <= 0:
+                errors.append(f"phase until step {until}: weights {weights} must be {len(SOURCES)} numbers >= 0")
+        if [until for until, _ in self.phases] != sorted(until for until, _ in self.phases):
+            errors.append("phases must be ordered by their last step")
+        if errors:
+            raise ValueError("invalid PretrainSpec: " + "; ".join(errors))
+
+    def digest(self) -> str:
+        """16 hex digits over the recipe, the base model and the curriculum's version."""
+        payload = {
+            "version": PRETRAIN_VERSION,
+            "base": self.base.digest(),
+            "spec": {k: v for k, v in dataclasses.asdict(self).items() if k != "base"},
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def folder_name(self) -> str:
+        return f"pretrained-{self.digest()}"
+
+
+def scaled_phases(
+    phases: Sequence[tuple[int, tuple[float, ...]]], steps: int
+) -> tuple[tuple[int, tuple[float, ...]], ...]:
+    """``phases`` with their ends stretched (or shrunk) to a run of ``steps`` instead of the last end."""
+    last = phases[-1][0]
+    return tuple((max(1, round(until * steps / last)), tuple(w)) for until, w in phases)
+
+
+def pretrain_lr(step: int, spec: PretrainSpec) -> float:
+    """Warm-up, then ``lr`` held through the first phase (induction heads form abruptly, and only at a
+    high enough rate), then cosine decay to ``lr / 10`` at ``steps``."""
+    hold = min(spec.phases[0][0], spec.steps)
+    if step < hold:
+        return spec.lr * min(1.0, (step + 1) / max(1, spec.warmup_steps))
+    return lr_at(step - hold, steps=spec.steps - hold, warmup=0, peak=spec.lr)
+
+
+def mixture_at(step: int, phases: Sequence[tuple[int, Sequence[float]]]) -> tuple[float, ...]:
+    """The source weights of the phase that ``step`` falls in (the last phase after its end)."""
+    for until, weights in phases:
+        if step < until:
+            return tuple(weights)
+    return tuple(phases[-1][1])
+
+
+# ----------------------------------------------------------------------------------------------- samples
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One training sequence: ``loss_mask[i]`` is 1 where ``input_ids[i]`` is predicted and scored."""
+
+    source: str
+    input_ids: list[int]
+    loss_mask: list[int]
+
+
+def induction_sample(rng: random.Random, token_ids: Sequence[int], length: int, span: int) -> Sample:
+    """``length`` random tokens in which ``span`` of them reappear at a random later offset.
+
+    The loss is on the copy's tokens after its first (a model that copies predicts each of them)."""
+    ids = [rng.choice(token_ids) for _ in range(length)]
+    source = rng.randrange(0, length - 3 * span + 1)
+    target = rng.randrange(source + 2 * span, length - span + 1)
+    ids[target : target + span] = ids[source : source + span]
+    mask = [0] * length
+    mask[target + 1 : target + span] = [1] * (span - 1)
+    return Sample("induction", ids, mask)
+
+
+_SYLLABLES = tuple(c + v for c in "bdfgklmnprstvz" for v in "aeiou")
+_FACT_KEYS = ("code", "capital", "population", "area", "currency", "colour", "river", "number")
+
+
+def _name(rng: random.Random) -> str:
+    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
+
+
+def _value(rng: random.Random, key: str) -> str:
+    if key in ("population", "area", "number"):
+        return str(rng.randint(10, 10 ** rng.randint(3, 8)))
+    if key == "code":
+        return "".join(rng.choice("ABCDEFGHIKLMNOPRSTUVZ") for _ in range(3))
+    return _name(rng)
+
+
+def _qa_sample(source: str, tokenizer: PreTrainedTokenizerBase, context: str, qa: list[tuple[str, str]]) -> Sample:
+    """``context``, then ``Question: q`` / ``Answer: a`` lines; the loss is on each answer and its newline."""
+    ids = list(_encode(tokenizer, context + "\n"))
+    mask = [0] * len(ids)
+    for question, answer in qa:
+        prompt = _encode(tokenizer, f"Question: {question}\nAnswer:")
+        reply = _encode(tokenizer, f" {answer}\n")
+        ids += prompt + reply
+        mask += [0] * len(prompt) + [1] * len(reply)
+    return Sample(source, ids, mask)
+
+
+def lookup_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, n_facts: int, n_questions: int) -> Sample:
+    """Made-up facts about made-up names, then questions about some of them (keys repeat across names)."""
+    facts = []
+    for _ in range(n_facts):
+        name, key = _name(rng), rng.choice(_FACT_KEYS)
+        facts.append((name, key, _value(rng, key)))
+    context = " ".join(f"The {key} of {name} is {value}." for name, key, value in facts)
+    asked = rng.sample(facts, min(n_questions, len(facts)))
+    return _qa_sample("lookup", tokenizer, context, [(f"What is the {key} of {name}?", v) for name, key, v in asked])
+
+
+@functools.lru_cache(maxsize=4096)
+def _encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+# ---------------------------------------------------------------------------------------------- pages
+
+
+@dataclass(frozen=True)
+class PageWorld:
+    """The research suite's world, split like the suite splits it: training and held-out entities."""
+
+    world: Any
+    train: Any  # tasks.Pool of the training countries and their cities
+    heldout: Any  # tasks.Pool of the validation and test countries and their cities
+
+
+@functools.lru_cache(maxsize=2)
+def page_world(seed: int = 0) -> PageWorld:
+    from verl_parl.tasks.research import dataset, source
+    from verl_parl.tasks.research.tasks import Pool
+
+    config = dataset.SuiteConfig(seed=seed)
+    world = source.load_world(config.cities_per_country)
+    pools = dataset.partition_countries(world, seed, config.entity_fractions, region_size=config.region_size)
+    return PageWorld(world, Pool.of(world, pools["train"]), Pool.of(world, (*pools["val"], *pools["test"])))
+
+
+def _redrawn(world: Any, entity: Any, rng: random.Random) -> Any:
+    """``entity`` with its facts redrawn (numbers, and names taken from other entities)."""
+    countries = list(world.countries.values())
+    if hasattr(entity, "iso"):
+        return dataclasses.replace(
+            entity,
+            capital=rng.choice(countries).capital or entity.capital,
+            population=rng.randint(1_000, 300_000_000),
+            area_km2=rng.randint(10, 10_000_000),
+            currency_code=rng.choice(countries).currency_code or entity.currency_code,
+            continent=rng.choice(countries).continent,
+            phone=str(rng.randint(1, 999)),
+        )
+    cities = list(world.cities.values())
+    return dataclasses.replace(
+        entity,
+        population=rng.randint(1_000, 20_000_000),
+        latitude=rng.uniform(-60, 70),
+        longitude=rng.uniform(-180, 180),
+        timezone=rng.choice(cities).timezone,
+    )
+
+
+def page_facts(world: Any, entity: Any, page_text: str) -> list[tuple[str, str]]:
+    """``(question, answer)`` for every attribute of ``entity`` whose value the page writes (as written)."""
+    from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES
+
+    attributes = COUNTRY_ATTRIBUTES if hasattr(entity, "iso") else CITY_ATTRIBUTES
+    qa = []
+    for attribute in attributes:
+        value = attribute.value(world, entity)
+        if value is None:
+            continue
+        if value.lstrip("-").isdigit() and f"{int(value):,}" in page_text:
+            value = f"{int(value):,}"
+        if value in page_text:
+            qa.append((f"What is {attribute.phrase} of {entity.name}?", value))
+    return qa
+
+
+def _page(world: Any, entity: Any, seed: int) -> dict[str, str]:
+    from verl_parl.tasks.research import corpus
+
+    make = corpus.country_page if hasattr(entity, "iso") else corpus.city_page
+    return make(world, entity, seed)
+
+
+def page_sample(
+    rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: PageWorld, n_questions: int, *, redraw: bool = True
+) -> Sample | None:
+    """A training entity's page (its facts redrawn, a random phrasing) and questions about it."""
+    pool = pw.train
+    entity = rng.choice(pool.countries) if rng.random() < 0.5 else rng.choice(pool.cities)
+    if redraw:
+        entity = _redrawn(pw.world, entity, rng)
+    page = _page(pw.world, entity, rng.randrange(1 << 30))
+    qa = page_facts(pw.world, entity, page["text"])
+    if not qa:
+        return None
+    return _qa_sample("pages", tokenizer, page["text"], rng.sample(qa, min(n_questions, len(qa))))
+
+
+def heldout_questions(pw: PageWorld, seed: int, limit: int) -> list[tuple[str, str, str]]:
+    """``(page text, question, answer)`` over held-out entities' real pages (the corpus' own, ``seed``)."""
+    rng = random.Random(f"{seed}/heldout")
+    entities = [*pw.heldout.countries, *pw.heldout.cities]
+    rng.shuffle(entities)
+    out = []
+    for entity in entities:
+        text = _page(pw.world, entity, seed)["text"]
+        for question, answer in page_facts(pw.world, entity, text):
+            out.append((text, question, answer))
+    rng.shuffle(out)
+    return out[:limit]
+
+
+# ------------------------------------------------------------------------------------------- training
+
+
+def _content_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """Every ordinary token id (not special, not markup): what induction strings are drawn from."""
+    added = set(tokenizer.get_added_vocab().values())
+    return [i for i in range(len(tokenizer)) if i not in added]
+
+
+class Curriculum:
+    """Draws batches of one source at a time, the source chosen by the mixture of the current phase."""
+
+    def __init__(self, spec: PretrainSpec, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.rng = random.Random(spec.seed)
+        self.token_ids = _content_ids(tokenizer)
+        self._pages: PageWorld | None = None
+
+    def batch(self, step: int) -> tuple[str, list[Sample]]:
+        weights = mixture_at(step, self.spec.phases)
+        source = self.rng.choices(SOURCES, weights=weights)[0]
+        return source, [self.sample(source) for _ in range(self.spec.batch_size)]
+
+    def sample(self, source: str) -> Sample:
+        spec, rng = self.spec, self.rng
+        if source == "induction":
+            return induction_sample(rng, self.token_ids, spec.induction_length, spec.induction_span)
+        if source == "lookup":
+            return lookup_sample(rng, self.tokenizer, spec.facts_per_lookup, spec.questions_per_page)
+        if self._pages is None:
+            self._pages = page_world(spec.seed)
+        while (sample := page_sample(rng, self.tokenizer, self._pages, spec.questions_per_page)) is None:
+            pass
+        return sample
+
+
+def pretrain(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    spec: PretrainSpec,
+    *,
+    progress: bool = False,
+    on_step: Callable[[int, str, float], None] | None = None,
+) -> dict[str, list[float]]:
+    """Train ``model`` in place on the curriculum; returns each source's losses in step order."""
+    torch.manual_seed(spec.seed)
+    curriculum = Curriculum(spec, tokenizer)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0, betas=(0.9, 0.98))
+    losses: dict[str, list[float]] = {s: [] for s in SOURCES}
+    bar = tqdm(total=spec.steps, desc="pretraining", disable=not progress, unit="step")
+    with bar:
+        for step in range(spec.steps):
+            for group in optimizer.param_groups:
+                group["lr"] = pretrain_lr(step, spec)
+            source, samples = curriculum.batch(step)
+            batch = collate(samples, tokenizer.pad_token_id)
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            loss = masked_lm_loss(logits, batch["input_ids"], batch["loss_mask"])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            losses[source].append(float(loss.detach()))
+            bar.update(1)
+            if step % 25 == 0:
+                bar.set_postfix({k[:4]: f"{v[-1]:.2f}" for k, v in losses.items() if v})
+            if on_step is not None:
+                on_step(step, source, losses[source][-1])
+    model.eval()
+    return losses
+
+
+# ---------------------------------------------------------------------------------------------- gates
+
+
+@torch.no_grad()
+def _exact(model: PreTrainedModel, samples: Sequence[Sample], pad_id: int, batch_size: int = 32) -> tuple[float, float]:
+    """Teacher-forced argmax over each sample's scored tokens: (share of tokens right, share of samples
+    with every scored token right). With the answer's closing newline scored, a sample all right is
+    exactly what greedy decoding writes."""
+    right = total = whole = 0
+    for start in range(0, len(samples), batch_size):
+        chunk = samples[start : start + batch_size]
+        batch = collate(chunk, pad_id)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        hits = (logits[:, :-1].argmax(-1) == batch["input_ids"][:, 1:]) | (batch["loss_mask"][:, 1:] == 0)
+        scored = batch["loss_mask"][:, 1:].bool()
+        right += int((hits & scored).sum())
+        total += int(scored.sum())
+        whole += int(hits.all(dim=1).sum())
+    return right / max(1, total), whole / max(1, len(samples))
+
+
+def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, spec: PretrainSpec) -> dict[str, float]:
+    """``induction``: copied tokens predicted right; ``heldout_lookup``: questions on held-out entities'
+    real pages answered exactly (greedy); ``lookup``: made-up facts answered exactly."""
+    rng = random.Random(f"{spec.seed}/gates")
+    n = spec.gate_samples
+    token_ids = _content_ids(tokenizer)
+    induction = [induction_sample(rng, token_ids, spec.induction_length, spec.induction_span) for _ in range(n)]
+    lookups = [lookup_sample(rng, tokenizer, spec.facts_per_lookup, 1) for _ in range(n)]
+    heldout = [
+        _qa_sample("pages", tokenizer, text, [(q, a)]) for text, q, a in heldout_questions(page_world(spec.seed), 0, n)
+    ]
+    pad = tokenizer.pad_token_id
+    return {
+        "induction": round(_exact(model, induction, pad)[0], 4),
+        "lookup": round(_exact(model, lookups, pad)[1], 4),
+        "heldout_lookup": round(_exact(model, heldout, pad)[1], 4),
+        "heldout_questions": len(heldout),
+    }
+
+
+# -------------------------------------------------------------------------------------------- caching
+
+
+SHIPPED_DIR = Path(__file__).parent / "weights"
+"""Package data: the default :class:`PretrainSpec`'s checkpoint, built by ``python -m verl_parl.models
+pretrain --ship`` (the recipe's digest and the weights' sha256 are in its marker)."""
+
+
+def build_pretrained_model(
+    spec: PretrainSpec | None = None,
+    cache_dir: Path | None = None,
+    *,
+    progress: bool = True,
+    shipped: Path | None = SHIPPED_DIR,
+) -> Path:
+    """Return ``<cache_dir>/pretrained-<digest>/``, pretraining it first unless a complete build is there.
+
+    A checkpoint shipped in ``shipped`` for the same recipe (same digest, weights matching their
+    recorded sha256) is copied instead of trained (``shipped=None`` always trains). The base tiny model
+    is built (or found) in the same cache folder; the result is published by renaming a finished
+    temporary folder, its marker (written last) holding the gates and timings.
+    """
+    spec = spec or PretrainSpec()
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    final = cache_dir / spec.folder_name
+    if is_complete_build(final):
+        return final
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=cache_dir))
+    tmp.chmod(0o755)
+    try:
+        if shipped is not None and shipped_matches(shipped, spec):
+            logger.info("pretrained weights: using the shipped checkpoint %s", shipped)
+            shutil.copytree(shipped, tmp, dirs_exist_ok=True)
+        else:
+            if shipped is not None and (shipped / MARKER_NAME).exists():
+                logger.warning("the shipped pretrained checkpoint is for another recipe: pretraining (minutes)")
+            _train_into(tmp, build_tiny_model(spec.base, cache_dir, progress=progress), spec, progress=progress)
+        if final.exists() and not is_complete_build(final):
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            tmp.rename(final)
+        except OSError:
+            if not is_complete_build(final):
+                raise
+        return final
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def shipped_matches(folder: Path, spec: PretrainSpec) -> bool:
+    """Whether ``folder`` holds a finished checkpoint of ``spec`` whose weights match their recorded sha256."""
+    if not is_complete_build(folder) or not (folder / WEIGHTS_FILE).exists():
+        return False
+    info = json.loads((folder / MARKER_NAME).read_text())
+    if info.get("digest") != spec.digest():
+        return False
+    if info.get("sha256") != sha256_of(folder / WEIGHTS_FILE):
+        logger.warning("the shipped pretrained weights do not match their recorded sha256: pretraining instead")
+        return False
+    return True
+
+
+def ship(built: Path, out: Path = SHIPPED_DIR) -> Path:
+    """Copy the finished checkpoint ``built`` to ``out`` (the package data), replacing what was there."""
+    if not is_complete_build(built):
+        raise ValueError(f"{built} is not a finished pretrained checkpoint")
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(built, out)
+    return out
+
+
+def _train_into(folder: Path, base: Path, spec: PretrainSpec, *, progress: bool) -> None:
+    start = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, attn_implementation="sdpa")
+    losses = pretrain(model, tokenizer, spec, progress=progress)
+    trained = time.perf_counter() - start
+    gates = evaluate_gates(model, tokenizer, spec)
+    tokenizer.save_pretrained(folder)
+    model.save_pretrained(folder)
+    model.generation_config.save_pretrained(folder)
+    info = {
+        "pretrain_version": PRETRAIN_VERSION,
+        "digest": spec.digest(),
+        "sha256": sha256_of(folder / WEIGHTS_FILE),
+        "built_by": f"python -m verl_parl.models pretrain --steps {spec.steps} --seed {spec.seed} --ship",
+        "base": base.name,
+        "spec": dataclasses.asdict(spec),
+        "num_parameters": model.num_parameters(),
+        "final_loss": {s: round(sum(v[-20:]) / len(v[-20:]), 4) for s, v in losses.items() if v},
+        "gates": gates,
+        "train_seconds": round(trained, 1),
+        "build_seconds": round(time.perf_counter() - start, 1),
+    }
+    (folder / MARKER_NAME).write_text(json.dumps(info, indent=2) + "\n")
+    logger.info("pretraining: %d steps in %.0f s, gates %s", spec.steps, trained, gates)
