@@ -93,32 +93,26 @@ def _add_coldstart(commands: Any) -> None:
         default=defaults.task,
         help=f"demonstrations of this task: arithmetic or research (default: {defaults.task})",
     )
-    cold.add_argument("--steps", type=int, default=defaults.steps, help=f"optimizer steps (default: {defaults.steps})")
-    cold.add_argument(
-        "--seed", type=int, default=defaults.seed, help=f"demos and training seed (default: {defaults.seed})"
-    )
-    cold.add_argument(
-        "--demos-per-role", type=int, default=defaults.demos_per_role, help=f"default: {defaults.demos_per_role}"
-    )
-    cold.add_argument("--batch-size", type=int, default=defaults.batch_size, help=f"default: {defaults.batch_size}")
-    cold.add_argument("--lr", type=float, default=defaults.lr, help=f"peak learning rate (default: {defaults.lr})")
+    cold.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the task's recipe)")
+    cold.add_argument("--seed", type=int, default=None, help=f"demos and training seed (default: {defaults.seed})")
+    cold.add_argument("--demos-per-role", type=int, default=None, help=f"default: {defaults.demos_per_role}")
+    cold.add_argument("--batch-size", type=int, default=None, help=f"default: {defaults.batch_size}")
+    cold.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default: {defaults.lr})")
     cold.add_argument(
         "--evaluate", type=int, default=0, metavar="N", help="then sample N first turns per role at temperature 1"
     )
 
 
 def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from verl_parl.models.coldstart import ColdStartSpec, build_coldstart_model, build_info
+    from verl_parl.models.coldstart import build_coldstart_model, build_info, default_spec
 
+    changes = {
+        name: getattr(args, name)
+        for name in ("steps", "seed", "demos_per_role", "batch_size", "lr")
+        if getattr(args, name) is not None
+    }
     try:
-        spec = ColdStartSpec(
-            task=args.task,
-            steps=args.steps,
-            seed=args.seed,
-            demos_per_role=args.demos_per_role,
-            batch_size=args.batch_size,
-            lr=args.lr,
-        )
+        spec = dataclasses.replace(default_spec(args.task), **changes)
     except ValueError as error:
         parser.error(str(error))
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
@@ -129,8 +123,21 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         info = build_info(path)
         print(f"SFT: {spec.steps} steps, {info['train_seconds']} s, final loss {info['final_loss']}", file=sys.stderr)
         print(format_table(evaluate_checkpoint(path, task=spec.task, samples=args.evaluate)), file=sys.stderr)
+        if spec.task == "research":
+            from verl_parl.models.coldstart_eval import evaluate_lookups
+
+            report = evaluate_lookups(*_load(path), n=args.evaluate)
+            print(f"held-out subagent lookups (greedy): {json.dumps(report.as_dict())}", file=sys.stderr)
     print(path)
     return 0
+
+
+def _load(path: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    return model, AutoTokenizer.from_pretrained(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,8 +76,10 @@ logger = logging.getLogger(__name__)
 PRETRAIN_VERSION = "1"
 SOURCES = ("induction", "lookup", "pages")
 
-READER_MODEL = TinyModelSpec(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=512)
-"""The smallest shape in which induction heads formed in about 1,000 steps on 2 cores (COPYING.md)."""
+READER_MODEL = TinyModelSpec(hidden_size=128, num_layers=2, num_heads=2, num_kv_heads=2, intermediate_size=512)
+"""0.79 M parameters. Measured (seed 0, 24-token copies): with two 64-wide heads induction formed by step
+1,000 (copy accuracy 0.21 at step 750, 0.986 at 1,000); with four 32-wide heads it had not by step 1,250
+(0.03), nor with 12-token copies by step 1,500."""
 
 
 @dataclass(frozen=True)
@@ -89,17 +91,17 @@ class PretrainSpec:
     """
 
     base: TinyModelSpec = READER_MODEL
-    steps: int = 2400
+    steps: int = 1800
     phases: tuple[tuple[int, tuple[float, float, float]], ...] = (
-        (900, (1.0, 0.0, 0.0)),
-        (1500, (0.3, 0.7, 0.0)),
-        (2400, (0.1, 0.3, 0.6)),
+        (1000, (1.0, 0.0, 0.0)),
+        (1300, (0.2, 0.8, 0.0)),
+        (1800, (0.1, 0.3, 0.6)),
     )
     batch_size: int = 32
     lr: float = 2e-3
     warmup_steps: int = 200
     induction_length: int = 96
-    induction_span: int = 12
+    induction_span: int = 24
     facts_per_lookup: int = 8
     questions_per_page: int = 3
     gate_samples: int = 256
@@ -147,11 +149,11 @@ def scaled_phases(
 
 def pretrain_lr(step: int, spec: PretrainSpec) -> float:
     """Warm-up, then ``lr`` held through the first phase (induction heads form abruptly, and only at a
-    high enough rate), then cosine decay to ``lr / 10`` at ``steps``."""
+    high enough rate), then cosine decay from ``lr / 2`` to ``lr / 20`` at ``steps``."""
     hold = min(spec.phases[0][0], spec.steps)
     if step < hold:
         return spec.lr * min(1.0, (step + 1) / max(1, spec.warmup_steps))
-    return lr_at(step - hold, steps=spec.steps - hold, warmup=0, peak=spec.lr)
+    return lr_at(step - hold, steps=spec.steps - hold, warmup=0, peak=spec.lr / 2)
 
 
 def mixture_at(step: int, phases: Sequence[tuple[int, Sequence[float]]]) -> tuple[float, ...]:
@@ -522,6 +524,8 @@ def ship(built: Path, out: Path = SHIPPED_DIR) -> Path:
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(built, out)
+    for path in out.iterdir():
+        path.chmod(0o644)  # safetensors writes its file private; package data is read by everyone
     return out
 
 
