@@ -16,6 +16,7 @@ import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from verl_parl.models import pretrain as pt
+from verl_parl.models import shipped
 from verl_parl.models.pretrain import (
     PretrainSpec,
     induction_sample,
@@ -25,7 +26,6 @@ from verl_parl.models.pretrain import (
     page_sample,
     page_world,
     scaled_phases,
-    shipped_matches,
 )
 from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
 
@@ -61,7 +61,7 @@ def test_induction_sample_copies_a_span_and_scores_the_copy() -> None:
 def test_lookup_sample_answers_are_in_the_context(tokenizer: PreTrainedTokenizerBase) -> None:
     sample = lookup_sample(random.Random(0), tokenizer, n_facts=6, n_questions=3)
     text = tokenizer.decode(sample.input_ids)
-    context, _, questions = text.partition("\nQuestion:")
+    context = text.partition("\nQuestion:")[0]
     answers = _scored_spans(tokenizer, sample)
     assert len(answers) == 3
     for answer in answers:
@@ -157,26 +157,27 @@ def test_shipped_checkpoint_is_used_only_for_its_recipe_and_intact(tmp_path: Pat
     spec = PretrainSpec()
     folder = tmp_path / "shipped"
     folder.mkdir()
-    (folder / pt.WEIGHTS_FILE).write_bytes(b"weights")
-    marker = {"digest": spec.digest(), "sha256": pt.sha256_of(folder / pt.WEIGHTS_FILE)}
+    (folder / shipped.WEIGHTS_FILE).write_bytes(b"weights")
+    marker = {"digest": spec.digest(), "sha256": shipped.weights_sha256(folder)}
     (folder / MARKER_NAME).write_text(json.dumps(marker))
-    assert shipped_matches(folder, spec)
-    assert not shipped_matches(folder, PretrainSpec(seed=1))  # another recipe
-    (folder / pt.WEIGHTS_FILE).write_bytes(b"tampered")
-    assert not shipped_matches(folder, spec)
+    assert shipped.matches(folder, spec.digest())
+    assert not shipped.matches(folder, PretrainSpec(seed=1).digest())  # another recipe
+    (folder / shipped.WEIGHTS_FILE).write_bytes(b"tampered")
+    assert not shipped.matches(folder, spec.digest())
     shutil.rmtree(folder)
-    assert not shipped_matches(folder, spec)
+    assert not shipped.matches(folder, spec.digest())
 
 
 def test_the_package_ships_the_default_recipes_weights() -> None:
     """The default run's first build copies these instead of pretraining (item 5 of issue 12)."""
-    assert shipped_matches(pt.SHIPPED_DIR, PretrainSpec()), (
-        "verl_parl/models/weights does not hold the default PretrainSpec's checkpoint: "
+    folder = shipped.SHIPPED_ROOT / pt.SHIPPED_NAME
+    assert shipped.matches(folder, PretrainSpec().digest()), (
+        "verl_parl/models/weights/pretrained does not hold the default PretrainSpec's checkpoint: "
         "run `python -m verl_parl.models pretrain --rebuild --ship`"
     )
-    info = json.loads((pt.SHIPPED_DIR / MARKER_NAME).read_text())
-    assert (pt.SHIPPED_DIR / pt.WEIGHTS_FILE).stat().st_size < 20 * 1024 * 1024
-    assert info["gates"]["induction"] >= 0.9
+    info = json.loads((folder / MARKER_NAME).read_text())
+    assert (folder / shipped.WEIGHTS_FILE).stat().st_size < 20 * 1024 * 1024
+    assert info["gates"]["induction"] >= 0.9 and info["gates"]["heldout_lookup"] >= 0.7
 
 
 SMALL_READER = TinyModelSpec(hidden_size=64, num_layers=2, num_heads=1, num_kv_heads=1, intermediate_size=128)

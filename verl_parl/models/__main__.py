@@ -59,8 +59,9 @@ def _add_pretrain(commands: Any) -> None:
 
 
 def _pretrain(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from verl_parl.models import shipped
     from verl_parl.models.coldstart import build_info
-    from verl_parl.models.pretrain import SHIPPED_DIR, PretrainSpec, build_pretrained_model, scaled_phases, ship
+    from verl_parl.models.pretrain import SHIPPED_NAME, PretrainSpec, build_pretrained_model, scaled_phases
 
     defaults = PretrainSpec()
     try:
@@ -69,11 +70,14 @@ def _pretrain(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(str(error))
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     path = build_pretrained_model(
-        spec, args.cache_dir, progress=not args.quiet, shipped=None if args.rebuild else SHIPPED_DIR
+        spec,
+        args.cache_dir,
+        progress=not args.quiet,
+        shipped=None if args.rebuild else shipped.SHIPPED_ROOT / SHIPPED_NAME,
     )
     info = build_info(path)
     if args.ship:
-        print(f"shipped to {ship(path)}", file=sys.stderr)
+        print(f"shipped to {shipped.ship(path, SHIPPED_NAME)}", file=sys.stderr)
     print(f"pretraining: {info.get('train_seconds')} s, gates {json.dumps(info.get('gates'))}", file=sys.stderr)
     print(path)
     return 0
@@ -93,6 +97,10 @@ def _add_coldstart(commands: Any) -> None:
         default=defaults.task,
         help=f"demonstrations of this task: arithmetic or research (default: {defaults.task})",
     )
+    cold.add_argument("--rebuild", action="store_true", help="train even if a shipped checkpoint matches the recipe")
+    cold.add_argument(
+        "--ship", action="store_true", help="then copy the result into the package (verl_parl/models/weights)"
+    )
     cold.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the task's recipe)")
     cold.add_argument("--seed", type=int, default=None, help=f"demos and training seed (default: {defaults.seed})")
     cold.add_argument("--demos-per-role", type=int, default=None, help=f"default: {defaults.demos_per_role}")
@@ -104,7 +112,7 @@ def _add_coldstart(commands: Any) -> None:
 
 
 def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from verl_parl.models.coldstart import build_coldstart_model, build_info, default_spec
+    from verl_parl.models.coldstart import build_coldstart_model, build_info, default_spec, shipped_name
 
     changes = {
         name: getattr(args, name)
@@ -116,7 +124,11 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     except ValueError as error:
         parser.error(str(error))
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
-    path = build_coldstart_model(spec, args.cache_dir, progress=not args.quiet)
+    path = build_coldstart_model(spec, args.cache_dir, progress=not args.quiet, use_shipped=not args.rebuild)
+    if args.ship:
+        from verl_parl.models import shipped
+
+        print(f"shipped to {shipped.ship(path, shipped_name(spec.task))}", file=sys.stderr)
     if args.evaluate > 0:
         from verl_parl.models.coldstart_eval import evaluate_checkpoint, format_table
 

@@ -49,6 +49,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from verl_parl.models import shipped as shipped_mod
 from verl_parl.models.lm import collate, lr_at, masked_lm_loss
 from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model, default_cache_dir, is_complete_build
 
@@ -66,14 +67,12 @@ __all__ = [
     "pretrain",
     "pretrain_lr",
     "scaled_phases",
-    "ship",
-    "shipped_matches",
 ]
 
 logger = logging.getLogger(__name__)
 
 # Bump when the curriculum's data, the loop or the gates change.
-PRETRAIN_VERSION = "1"
+PRETRAIN_VERSION = "2"
 SOURCES = ("induction", "lookup", "pages")
 
 READER_MODEL = TinyModelSpec(hidden_size=128, num_layers=2, num_heads=2, num_kv_heads=2, intermediate_size=512)
@@ -91,11 +90,11 @@ class PretrainSpec:
     """
 
     base: TinyModelSpec = READER_MODEL
-    steps: int = 1800
+    steps: int = 1900
     phases: tuple[tuple[int, tuple[float, float, float]], ...] = (
         (1000, (1.0, 0.0, 0.0)),
         (1300, (0.2, 0.8, 0.0)),
-        (1800, (0.1, 0.3, 0.6)),
+        (1900, (0.1, 0.2, 0.7)),
     )
     batch_size: int = 32
     lr: float = 2e-3
@@ -104,6 +103,7 @@ class PretrainSpec:
     induction_span: int = 24
     facts_per_lookup: int = 8
     questions_per_page: int = 3
+    max_pages: int = 4  # search hits in a page sample's context (1 to this many)
     gate_samples: int = 256
     seed: int = 0
 
@@ -303,31 +303,50 @@ def _page(world: Any, entity: Any, seed: int) -> dict[str, str]:
     return make(world, entity, seed)
 
 
+def search_hit(rank: int, page: dict[str, str], score: float) -> str:
+    """``page`` as the search tool lists a hit (title, docid, score, then the text)."""
+    return f"[{rank}] {page['title']} (docid: {page['docid']}, score: {score:.2f})\n{page['text']}"
+
+
 def page_sample(
-    rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: PageWorld, n_questions: int, *, redraw: bool = True
+    rng: random.Random,
+    tokenizer: PreTrainedTokenizerBase,
+    pw: PageWorld,
+    n_questions: int,
+    *,
+    max_pages: int = 1,
+    redraw: bool = True,
 ) -> Sample | None:
-    """A training entity's page (its facts redrawn, a random phrasing) and questions about it."""
-    pool = pw.train
-    entity = rng.choice(pool.countries) if rng.random() < 0.5 else rng.choice(pool.cities)
-    if redraw:
-        entity = _redrawn(pw.world, entity, rng)
-    page = _page(pw.world, entity, rng.randrange(1 << 30))
-    qa = page_facts(pw.world, entity, page["text"])
+    """One to ``max_pages`` training entities' pages (their facts redrawn, random phrasings) listed as
+    search hits, then questions about facts of any of them: the reader must find the right page by the
+    entity's name, then the fact on it, at the context lengths of a subagent's conversation."""
+    entities: dict[str, Any] = {}
+    for _ in range(rng.randint(1, max_pages)):
+        entity = rng.choice(pw.train.countries) if rng.random() < 0.5 else rng.choice(pw.train.cities)
+        entities.setdefault(entity.name, _redrawn(pw.world, entity, rng) if redraw else entity)
+    pages = [(e, _page(pw.world, e, rng.randrange(1 << 30))) for e in entities.values()]
+    qa = [pair for entity, page in pages for pair in page_facts(pw.world, entity, page["text"])]
     if not qa:
         return None
-    return _qa_sample("pages", tokenizer, page["text"], rng.sample(qa, min(n_questions, len(qa))))
+    hits = "\n".join(search_hit(i + 1, page, rng.uniform(5, 40)) for i, (_, page) in enumerate(pages))
+    return _qa_sample("pages", tokenizer, hits, rng.sample(qa, min(n_questions, len(qa))))
 
 
-def heldout_questions(pw: PageWorld, seed: int, limit: int) -> list[tuple[str, str, str]]:
-    """``(page text, question, answer)`` over held-out entities' real pages (the corpus' own, ``seed``)."""
+def heldout_questions(pw: PageWorld, seed: int, limit: int, max_pages: int = 1) -> list[tuple[str, str, str]]:
+    """``(context, question, answer)`` over held-out entities' real pages (the corpus' own, ``seed``): the
+    page asked about among up to ``max_pages - 1`` other held-out pages, listed as search hits."""
     rng = random.Random(f"{seed}/heldout")
     entities = [*pw.heldout.countries, *pw.heldout.cities]
     rng.shuffle(entities)
     out = []
     for entity in entities:
-        text = _page(pw.world, entity, seed)["text"]
-        for question, answer in page_facts(pw.world, entity, text):
-            out.append((text, question, answer))
+        page = _page(pw.world, entity, seed)
+        others = [_page(pw.world, e, seed) for e in rng.sample(entities, rng.randint(0, max_pages - 1))]
+        listed = [p for p in others if p["title"] != entity.name]
+        listed.insert(rng.randint(0, len(listed)), page)
+        context = "\n".join(search_hit(i + 1, p, rng.uniform(5, 40)) for i, p in enumerate(listed))
+        for question, answer in page_facts(pw.world, entity, page["text"]):
+            out.append((context, question, answer))
     rng.shuffle(out)
     return out[:limit]
 
@@ -364,7 +383,9 @@ class Curriculum:
             return lookup_sample(rng, self.tokenizer, spec.facts_per_lookup, spec.questions_per_page)
         if self._pages is None:
             self._pages = page_world(spec.seed)
-        while (sample := page_sample(rng, self.tokenizer, self._pages, spec.questions_per_page)) is None:
+        while (
+            sample := page_sample(rng, self.tokenizer, self._pages, spec.questions_per_page, max_pages=spec.max_pages)
+        ) is None:
             pass
         return sample
 
@@ -429,14 +450,16 @@ def _exact(model: PreTrainedModel, samples: Sequence[Sample], pad_id: int, batch
 
 def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, spec: PretrainSpec) -> dict[str, float]:
     """``induction``: copied tokens predicted right; ``heldout_lookup``: questions on held-out entities'
-    real pages answered exactly (greedy); ``lookup``: made-up facts answered exactly."""
+    real pages (among up to ``max_pages`` search hits) answered exactly (greedy); ``lookup``: made-up
+    facts answered exactly."""
     rng = random.Random(f"{spec.seed}/gates")
     n = spec.gate_samples
     token_ids = _content_ids(tokenizer)
     induction = [induction_sample(rng, token_ids, spec.induction_length, spec.induction_span) for _ in range(n)]
     lookups = [lookup_sample(rng, tokenizer, spec.facts_per_lookup, 1) for _ in range(n)]
     heldout = [
-        _qa_sample("pages", tokenizer, text, [(q, a)]) for text, q, a in heldout_questions(page_world(spec.seed), 0, n)
+        _qa_sample("pages", tokenizer, text, [(q, a)])
+        for text, q, a in heldout_questions(page_world(spec.seed), 0, n, spec.max_pages)
     ]
     pad = tokenizer.pad_token_id
     return {
@@ -450,9 +473,9 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
 # -------------------------------------------------------------------------------------------- caching
 
 
-SHIPPED_DIR = Path(__file__).parent / "weights"
-"""Package data: the default :class:`PretrainSpec`'s checkpoint, built by ``python -m verl_parl.models
-pretrain --ship`` (the recipe's digest and the weights' sha256 are in its marker)."""
+SHIPPED_NAME = "pretrained"
+"""Package data: the default :class:`PretrainSpec`'s checkpoint (``verl_parl/models/weights/pretrained``),
+built by ``python -m verl_parl.models pretrain --rebuild --ship``."""
 
 
 def build_pretrained_model(
@@ -460,7 +483,7 @@ def build_pretrained_model(
     cache_dir: Path | None = None,
     *,
     progress: bool = True,
-    shipped: Path | None = SHIPPED_DIR,
+    shipped: Path | None = shipped_mod.SHIPPED_ROOT / SHIPPED_NAME,
 ) -> Path:
     """Return ``<cache_dir>/pretrained-<digest>/``, pretraining it first unless a complete build is there.
 
@@ -478,12 +501,10 @@ def build_pretrained_model(
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=cache_dir))
     tmp.chmod(0o755)
     try:
-        if shipped is not None and shipped_matches(shipped, spec):
+        if shipped is not None and shipped_mod.matches(shipped, spec.digest()):
             logger.info("pretrained weights: using the shipped checkpoint %s", shipped)
             shutil.copytree(shipped, tmp, dirs_exist_ok=True)
         else:
-            if shipped is not None and (shipped / MARKER_NAME).exists():
-                logger.warning("the shipped pretrained checkpoint is for another recipe: pretraining (minutes)")
             _train_into(tmp, build_tiny_model(spec.base, cache_dir, progress=progress), spec, progress=progress)
         if final.exists() and not is_complete_build(final):
             shutil.rmtree(final, ignore_errors=True)
@@ -495,38 +516,6 @@ def build_pretrained_model(
         return final
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-WEIGHTS_FILE = "model.safetensors"
-
-
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def shipped_matches(folder: Path, spec: PretrainSpec) -> bool:
-    """Whether ``folder`` holds a finished checkpoint of ``spec`` whose weights match their recorded sha256."""
-    if not is_complete_build(folder) or not (folder / WEIGHTS_FILE).exists():
-        return False
-    info = json.loads((folder / MARKER_NAME).read_text())
-    if info.get("digest") != spec.digest():
-        return False
-    if info.get("sha256") != sha256_of(folder / WEIGHTS_FILE):
-        logger.warning("the shipped pretrained weights do not match their recorded sha256: pretraining instead")
-        return False
-    return True
-
-
-def ship(built: Path, out: Path = SHIPPED_DIR) -> Path:
-    """Copy the finished checkpoint ``built`` to ``out`` (the package data), replacing what was there."""
-    if not is_complete_build(built):
-        raise ValueError(f"{built} is not a finished pretrained checkpoint")
-    if out.exists():
-        shutil.rmtree(out)
-    shutil.copytree(built, out)
-    for path in out.iterdir():
-        path.chmod(0o644)  # safetensors writes its file private; package data is read by everyone
-    return out
 
 
 def _train_into(folder: Path, base: Path, spec: PretrainSpec, *, progress: bool) -> None:
@@ -542,7 +531,7 @@ def _train_into(folder: Path, base: Path, spec: PretrainSpec, *, progress: bool)
     info = {
         "pretrain_version": PRETRAIN_VERSION,
         "digest": spec.digest(),
-        "sha256": sha256_of(folder / WEIGHTS_FILE),
+        "sha256": shipped_mod.weights_sha256(folder),
         "built_by": f"python -m verl_parl.models pretrain --steps {spec.steps} --seed {spec.seed} --ship",
         "base": base.name,
         "spec": dataclasses.asdict(spec),
