@@ -208,3 +208,27 @@ def test_the_curriculum_forms_induction_heads_at_a_small_scale(tmp_path: Path) -
     assert before["induction"] < 0.05
     assert after["induction"] >= 0.8, after
     assert sum(losses["induction"][-20:]) / 20 < 0.5 * sum(losses["induction"][:20]) / 20
+
+
+def test_scored_loss_equals_the_full_masked_loss() -> None:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from verl_parl.models.lm import masked_lm_loss
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
+    model = Qwen2ForCausalLM(config)
+    ids = torch.randint(0, 100, (3, 12))
+    mask = (torch.rand(3, 12) < 0.4).float()
+    attention = torch.ones_like(ids)
+    full = masked_lm_loss(model(input_ids=ids, attention_mask=attention).logits, ids, mask)
+    batch = {"input_ids": ids, "attention_mask": attention, "loss_mask": mask}
+    assert torch.isclose(pt.scored_loss(model, batch), full, atol=1e-5)
