@@ -47,6 +47,15 @@ def parl_field_means(extra_fields: list[Any]) -> dict[str, float]:
 
 
 HELDOUT_PREFIX = "val-parl"
+HELDOUT_FIELDS = (
+    "item_f1",
+    "score",
+    "critical_steps",
+    "total_steps",
+    "parallelism",
+    "num_assigned",
+    "spurious_fraction",
+)
 
 
 def final_session_rows(keys: list[str], rows: list[Any]) -> list[Any]:
@@ -74,7 +83,8 @@ def heldout_row(extra: Any) -> dict[str, float]:
     tasks, the answer score on deep ones; absent for scorers without it, e.g. arithmetic); ``score``:
     the scorer's ``r_perf``. ``critical_steps`` / ``total_steps`` / ``parallelism`` / ``num_assigned``: the swarm loop's
     accounting; a loop without subagents (``researcher``) counts each turn as one step of both and
-    parallelism 0 (no subagent launched, as :func:`verl_parl.swarm.accounting.parallelism` defines)."""
+    parallelism 0 (no subagent launched, as :func:`verl_parl.swarm.accounting.parallelism` defines).
+    ``spurious_fraction``: the ``parl`` reward's share of spurious subagents (:mod:`verl_parl.rewards.guard`)."""
     if not isinstance(extra, dict):
         return {}
     info = extra.get("reward_extra_info")
@@ -87,6 +97,7 @@ def heldout_row(extra: Any) -> dict[str, float]:
         "total_steps": [extra.get("parl_total_steps"), extra.get("parl_turns")],
         "parallelism": [extra.get("parl_parallelism"), 0.0 if _number(extra.get("parl_turns")) is not None else None],
         "num_assigned": [extra.get("parl_num_assigned"), 0.0 if _number(extra.get("parl_turns")) is not None else None],
+        "spurious_fraction": [info.get("parl_spurious_fraction")],
     }
     for name, values in candidates.items():
         found = next((v for v in map(_number, values) if v is not None), None)
@@ -100,7 +111,7 @@ def heldout_metrics(extra_fields: list[Any]) -> dict[str, float]:
     :func:`heldout_row`), plus ``val-parl/episodes``: the number of episodes read."""
     rows = [heldout_row(extra) for extra in extra_fields]
     metrics = {f"{HELDOUT_PREFIX}/episodes": float(len(rows))}
-    for name in ("item_f1", "score", "critical_steps", "total_steps", "parallelism", "num_assigned"):
+    for name in HELDOUT_FIELDS:
         values = [row[name] for row in rows if name in row]
         if values:
             metrics[f"{HELDOUT_PREFIX}/{name}/mean"] = sum(values) / len(values)

@@ -41,6 +41,14 @@ def test_swarm_episodes_give_means_over_the_rows_that_report_each_value() -> Non
     }
 
 
+def test_spurious_fraction_is_the_mean_of_the_rewards_per_episode_values() -> None:
+    rows = [swarm_episode(0.5, 3, 9, 2.0, 2), swarm_episode(0.5, 3, 9, 2.0, 3), swarm_episode(0.5, 1, 1, 0.0)]
+    for row, fraction in zip(rows, (0.5, 1 / 3, 0.0), strict=True):  # the last assigned nothing: 0
+        row["reward_extra_info"]["parl_spurious_fraction"] = fraction
+    rows.append(swarm_episode(0.5, 3, 9, 2.0, 2))  # a reward without the guard reports none: left out
+    assert heldout_metrics(rows)["val-parl/spurious_fraction/mean"] == pytest.approx((0.5 + 1 / 3 + 0.0) / 3)
+
+
 def test_researcher_episode_counts_turns_as_steps_and_no_parallelism() -> None:
     extra = {"parl_turns": 4.0, "parl_invalid_tool_calls": 0.0, "reward_extra_info": {"score": 0.2, "item_f1": 0.2}}
     assert heldout_row(extra) == {

@@ -46,3 +46,23 @@ def test_every_reward_error_is_reported_with_its_key() -> None:
 def test_parse_reward_config_rejects_unknown_keys() -> None:
     with pytest.raises(RewardConfigError, match=r"parl.reward.lamda_parallel: unknown key"):
         parse_reward_config({"lamda_parallel": {}})
+
+
+def test_credit_is_guarded_by_default_and_paper_is_selectable() -> None:
+    from verl_parl.rewards.config import CreditConfig
+
+    assert parse_parl(parl_section()).reward.credit == CreditConfig(mode="guarded", min_overlap=0.5)
+    parsed = parse_parl(parl_section(**{"credit.mode": "paper", "credit.min_overlap": 0.25})).reward
+    assert parsed.credit == CreditConfig(mode="paper", min_overlap=0.25)
+
+
+def test_credit_errors_name_their_keys() -> None:
+    section = parl_section(**{"credit.mode": "strict", "credit.min_overlap": 1.5, "credit.overlap": 0.2})
+    with pytest.raises(ConfigError) as info:
+        parse_parl(section)
+    text = "\n".join(info.value.errors)
+    assert "parl.reward.credit.mode: 'strict' is not one of ('guarded', 'paper')" in text
+    assert "parl.reward.credit.min_overlap: must be a number in [0, 1], got 1.5" in text
+    assert "parl.reward.credit.overlap: unknown key" in text
+    with pytest.raises(RewardConfigError, match=r"parl.reward.credit.min_overlap: must be a number"):
+        parse_reward_config({"credit": {"min_overlap": True}})

@@ -37,6 +37,8 @@ def test_reinforce_nsc_is_in_verls_registry_and_broadcasts_advantages() -> None:
 def test_reward_metrics_average_the_parl_terms() -> None:
     infos = [{"parl_r_perf": 1.0, "parl_lambda_parallel": 0.1}, {"parl_r_perf": 0.0, "parl_lambda_parallel": 0.1}, None]
     assert reward_metrics(infos) == {"parl/reward/r_perf": 0.5, "parl/lambda/parallel": 0.1}
+    spurious = [{"parl_spurious_fraction": 0.0}, {"parl_spurious_fraction": 0.5}, {"parl_spurious_fraction": 1.0}]
+    assert reward_metrics(spurious) == {"parl/spurious_fraction/mean": 0.5}
 
 
 def test_episode_step_prefers_the_samples_global_step() -> None:
@@ -52,7 +54,9 @@ class FakeTokenizer:
         return "".join(chr(int(i)) for i in ids)
 
 
-def make_item(text: str, extra: dict, global_steps: int) -> object:
+def make_item(
+    text: str, extra: dict, global_steps: int, ground_truth: str = "7", extra_info: dict | None = None
+) -> object:
     from tensordict import TensorDict
     from verl import DataProto
 
@@ -68,8 +72,8 @@ def make_item(text: str, extra: dict, global_steps: int) -> object:
     )
     non_tensor = {
         "data_source": np.array(["test"], dtype=object),
-        "reward_model": np.array([{"ground_truth": "7"}], dtype=object),
-        "extra_info": np.array([{}], dtype=object),
+        "reward_model": np.array([{"ground_truth": ground_truth}], dtype=object),
+        "extra_info": np.array([dict(extra_info or {})], dtype=object),
         "global_steps": np.array([global_steps]),
         "tool_extra_fields": np.array([extra], dtype=object),
         "__num_turns__": np.array([2]),
@@ -101,6 +105,41 @@ async def test_parl_manager_adds_the_staged_terms_at_the_episodes_step() -> None
     assert (info["parl_r_perf"], info["parl_r_parallel"], info["parl_r_finish"]) == pytest.approx((1.0, 0.4, 0.75))
     assert out["reward_score"] == pytest.approx(1.0575)
     assert info["parl_infra_failed"] == 0.0
+    assert "parl_spurious_fraction" not in info  # no per-assignment list: nothing to judge, paper credit
+
+
+def swarm_extra(garbled_prompt: str) -> dict:
+    """Two 4-step subagents in one stage, then the answer stage: one names the task, one does not."""
+    sub = {"stage": 0, "steps": 4, "tool_calls": 1, "returned": True, "result": "| Germany | Berlin |"}
+    return {
+        "parl_num_assigned": 2,
+        "parl_num_finished": 2,
+        "parl_stage_sub_steps": [[4, 4], []],
+        "parl_subagents": [{**sub, "prompt": "Find the capital of Germany."}, {**sub, "prompt": garbled_prompt}],
+    }
+
+
+@pytest.mark.parametrize(("mode", "r_parallel", "r_finish"), [("guarded", 0.0, 0.5), ("paper", 0.4, 1.0)])
+async def test_parl_manager_credits_per_parl_reward_credit(mode: str, r_parallel: float, r_finish: float) -> None:
+    manager = make_manager(credit={"mode": mode}, lambda_parallel={"kind": "constant", "start": 0.1})
+    wide = {"keys": "country", "question": "Look up the capital of each of these countries: Germany; France."}
+    item = make_item("7", swarm_extra("zzq capital table blorp"), 1, "country,capital\nGermany,Berlin\n", wide)
+    info = (await manager.run_single(item))["reward_extra_info"]
+    # paper: saved 4 of (1+8)+1 = 10; guarded: the garbled prompt saves nothing and does not finish
+    assert (info["parl_r_parallel"], info["parl_r_finish"]) == pytest.approx((r_parallel, r_finish))
+    assert info["parl_spurious_fraction"] == 0.5  # logged in both modes
+
+
+async def test_parl_manager_reads_the_question_from_the_chat_prompt_and_reports_zero_without_subagents() -> None:
+    manager = make_manager()
+    item = make_item("7", swarm_extra("compute 12 * 9"), 1)
+    item.non_tensor_batch["raw_prompt"] = np.array([[{"role": "user", "content": "What is 17 * 4?"}]], dtype=object)
+    info = (await manager.run_single(item))["reward_extra_info"]
+    # no names in "What is 17 * 4?": "Find the capital of Germany." and "compute 12 * 9" share none of {17, 4}
+    assert info["parl_spurious_fraction"] == 1.0
+    assert info["parl_r_parallel"] == 0.0
+    single = (await manager.run_single(make_item("7", {}, 1)))["reward_extra_info"]
+    assert single["parl_spurious_fraction"] == 0.0
 
 
 async def test_parl_manager_blog_form_and_single_agent_episode() -> None:

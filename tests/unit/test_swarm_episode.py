@@ -277,6 +277,17 @@ def test_accounting_fields_for_the_reward(tmp_path: Path, tokenizer: Any) -> Non
     assert fields["parl_critical_steps"] == (1 + 2) + 1
     assert fields["parl_num_finished"] == 1
     assert fields["parl_budget_exhausted"] is False
+    # what the reward's spurious-subagent guard reads: each assignment's stage, prompt and result
+    assert fields["parl_subagents"] == [
+        {
+            "stage": 0,
+            "steps": 2,
+            "tool_calls": 1,
+            "returned": True,
+            "prompt": "a",
+            "result": "final answer after 1 lookups",
+        }
+    ]
 
 
 def test_subagent_hooks_and_swarm_tool_names_reach_plugins(tokenizer: Any) -> None:

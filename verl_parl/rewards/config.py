@@ -92,6 +92,33 @@ class JudgeSettings:
             raise RewardConfigError(errors)
 
 
+CREDIT_MODES = ("guarded", "paper")
+
+
+@dataclass(frozen=True)
+class CreditConfig:
+    """``parl.reward.credit``: which subagent assignments earn ``r_parallel`` and ``r_finish``.
+
+    ``mode``: ``guarded`` credits only useful assignments (the prompt names the task, the result is
+    neither an error nor empty; :mod:`verl_parl.rewards.guard`), ``paper`` every assignment, as the
+    paper's terms do. ``min_overlap``: for a task without names, the least share of the question's
+    content words a useful prompt repeats.
+    """
+
+    mode: str = "guarded"
+    min_overlap: float = 0.5
+
+    def __post_init__(self) -> None:
+        k, errors = f"{PREFIX}.credit", []
+        if self.mode not in CREDIT_MODES:
+            errors.append(f"{k}.mode: {self.mode!r} is not one of {CREDIT_MODES}")
+        number = isinstance(self.min_overlap, int | float) and not isinstance(self.min_overlap, bool)
+        if not number or not 0.0 <= self.min_overlap <= 1.0:
+            errors.append(f"{k}.min_overlap: must be a number in [0, 1], got {self.min_overlap!r}")
+        if errors:
+            raise RewardConfigError(errors)
+
+
 def _default_lambda() -> ScheduleConfig:
     return ScheduleConfig(kind="linear", start=0.1, end=0.0, num_steps=100)
 
@@ -134,6 +161,7 @@ class ParlRewardConfig:
     nsc: NscConfig = field(default_factory=NscConfig)
     judge: JudgeSettings = field(default_factory=JudgeSettings)
     researcher: ResearcherRewardConfig = field(default_factory=ResearcherRewardConfig)
+    credit: CreditConfig = field(default_factory=CreditConfig)
 
     def __post_init__(self) -> None:
         errors = []
@@ -175,16 +203,18 @@ def parse_reward_config(raw: dict[str, Any] | None) -> ParlRewardConfig:
     nsc = _section(NscConfig, "nsc", raw.pop("nsc", None), errors)
     judge = _section(JudgeSettings, "judge", raw.pop("judge", None), errors)
     researcher = _section(ResearcherRewardConfig, "researcher", raw.pop("researcher", None), errors)
+    credit = _section(CreditConfig, "credit", raw.pop("credit", None), errors)
     top = _build(ParlRewardConfig, {k: v for k, v in raw.items() if k in known}, errors)
     if errors:
         raise RewardConfigError(errors)
     assert isinstance(nsc, NscConfig) and isinstance(judge, JudgeSettings) and isinstance(top, ParlRewardConfig)
-    sections = {"nsc": nsc, "judge": judge, "researcher": researcher}
+    sections = {"nsc": nsc, "judge": judge, "researcher": researcher, "credit": credit}
     return ParlRewardConfig(**{**top.__dict__, **lambdas, **sections})
 
 
 def _section(cls: type, name: str, raw: Any, errors: list[str]) -> Any:
-    """A nested dataclass section of ``parl.reward`` (``nsc``, ``judge``, ``researcher``); unknown keys are errors."""
+    """A nested dataclass section of ``parl.reward`` (``nsc``, ``judge``, ``researcher``, ``credit``); unknown keys
+    are errors."""
     raw = dict(raw or {})
     raw.pop("_target_", None)
     known = {f.name for f in fields(cls)}

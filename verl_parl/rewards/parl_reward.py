@@ -13,6 +13,10 @@ The closed forms of ``r_parallel`` and ``r_finish`` are not published; ours are:
   every stage approach ``(k−1)/k``. Only parallelism that shortened the critical path is credited.
 * ``r_finish = num_finished / num_assigned`` (0 when nothing was assigned).
 
+Which assignments earn these terms is the *credit* (``EpisodeStats.credited_*``): every assignment (the
+paper's terms), or only the useful ones (``verl_parl.rewards.guard``: spurious assignments leave the
+numerators and stay in the denominators).
+
 Inputs come from an episode's accounting fields (``verl_parl.swarm.accounting``, keys prefixed
 ``parl_`` in ``extra_fields``); missing fields read as 0, so a single-agent episode gets
 ``r_parallel = r_finish = 0`` and its reward is ``r_perf`` (paper form) or ``(1 − λ)·r_perf`` (blog).
@@ -30,13 +34,26 @@ FORMS = ("paper", "blog")
 
 @dataclass(frozen=True)
 class EpisodeStats:
-    """The accounting inputs of the PARL terms; every field defaults to 0 (single-agent episode)."""
+    """The accounting inputs of the PARL terms; every field defaults to 0 (single-agent episode).
+
+    ``credited_sub_steps`` (per stage, the steps of the subagents that earn ``r_parallel``) and
+    ``credited_finished`` (finished subagents that earn ``r_finish``) are None when every assignment
+    counts; :func:`verl_parl.rewards.guard.credited_stats` sets them."""
 
     num_assigned: int = 0
     num_finished: int = 0
     critical_steps: int = 0
     total_steps: int = 0
     stage_sub_steps: tuple[tuple[int, ...], ...] = ()
+    credited_sub_steps: tuple[tuple[int, ...], ...] | None = None
+    credited_finished: int | None = None
+
+    @property
+    def num_credited(self) -> int:
+        """Assignments that earn ``r_parallel`` (all of them unless credited)."""
+        if self.credited_sub_steps is None:
+            return self.num_assigned
+        return sum(len(stage) for stage in self.credited_sub_steps)
 
     @classmethod
     def from_extra_fields(cls, extra: Mapping[str, Any] | None, prefix: str = "parl_") -> EpisodeStats:
@@ -76,13 +93,20 @@ def r_parallel_capped(num_assigned: int, cap: int) -> float:
     return min(max(num_assigned, 0), cap) / cap
 
 
-def r_parallel_critical_path(stage_sub_steps: Sequence[Sequence[int]], main_steps_per_stage: int = 1) -> float:
+def r_parallel_critical_path(
+    stage_sub_steps: Sequence[Sequence[int]],
+    main_steps_per_stage: int = 1,
+    credited: Sequence[Sequence[int]] | None = None,
+) -> float:
     """``Σ_t (Σ_i S_t,i − max_i S_t,i) / Σ_t (S_main + Σ_i S_t,i)``; 0 for an empty episode.
 
     ``stage_sub_steps[t]`` lists the steps of each subagent launched in stage t (empty for a direct
     tool call). E.g. stages ``[[4, 4], []]`` with S_main=1: saved 4 of total (1+8)+(1) = 10 → 0.4.
+    With ``credited`` (the credited subagents' steps per stage) the saving is over those only, the
+    total over all: ``credited=[[4], []]`` → saved 0 → 0.0; ``[[4, 4, 4]]`` crediting ``[[4, 4]]`` → 4/13.
     """
-    saved = sum(sum(stage) - max(stage, default=0) for stage in stage_sub_steps)
+    counted = stage_sub_steps if credited is None else credited
+    saved = sum(sum(stage) - max(stage, default=0) for stage in counted)
     total = sum(main_steps_per_stage + sum(stage) for stage in stage_sub_steps)
     return saved / total if total > 0 else 0.0
 
@@ -104,10 +128,10 @@ def r_finish(num_finished: int, num_assigned: int) -> float:
 def r_parallel(stats: EpisodeStats, kind: str, cap: int) -> float:
     """The configured ``r_parallel`` variant for one episode."""
     if kind == "capped":
-        return r_parallel_capped(stats.num_assigned, cap)
+        return r_parallel_capped(stats.num_credited, cap)
     if kind == "critical_path":
         if stats.stage_sub_steps:
-            return r_parallel_critical_path(stats.stage_sub_steps)
+            return r_parallel_critical_path(stats.stage_sub_steps, credited=stats.credited_sub_steps)
         return r_parallel_from_counts(stats.critical_steps, stats.total_steps)
     raise ValueError(f"unknown r_parallel kind {kind!r}; known: {PARALLEL_KINDS}")
 
@@ -136,7 +160,8 @@ def parl_terms(
     """All terms of one episode. In the blog form ``Q = r_perf`` and ``success`` defaults to ``r_perf > 0``;
     ``lambda1`` is λ_aux and ``lambda2`` is unused (reported as 0)."""
     r_par = r_parallel(stats, parallel_kind, cap)
-    r_fin = r_finish(stats.num_finished, stats.num_assigned)
+    finished = stats.num_finished if stats.credited_finished is None else stats.credited_finished
+    r_fin = r_finish(finished, stats.num_assigned)
     if form == "paper":
         total = paper_reward(r_perf, r_par, r_fin, lambda1, lambda2)
         return RewardTerms(total, r_perf, r_par, r_fin, lambda1, lambda2)

@@ -29,7 +29,8 @@ from verl_parl.rewards.table import Table, TableError, TableSpec, read_csv_table
 from verl_parl.rewards.text_match import exact_match_scorer, extract_answer, token_f1_scorer
 
 
-def _gold_table(gold: Mapping[str, Any]) -> Table:
+def gold_table(gold: Mapping[str, Any]) -> Table:
+    """The gold table of a ``table`` ground truth: ``csv``, or ``columns`` + ``rows``; raises ``TableError``."""
     if "csv" in gold:
         return read_csv_table(str(gold["csv"]))
     if "columns" in gold and "rows" in gold:
@@ -64,7 +65,7 @@ def table_scorer(
     if not isinstance(ground_truth, Mapping):
         gold["csv"] = str(ground_truth)
     try:
-        table = _gold_table(gold)
+        table = gold_table(gold)
     except TableError as exc:
         return {"score": 0.0, "item_f1": 0.0, "row_f1": 0.0, "success": 0.0, "reason": str(exc)}
     result = score_table_answer(extract_answer(solution_str), table, _table_spec(gold, judge))

@@ -9,8 +9,9 @@ heavy: each registration runs when verl itself imports the module concerned.
 * the ``parl_sync`` trainer (:mod:`verl_parl.trainer`) calls :func:`before_advantage` and
   :func:`after_advantage` around verl's advantage computation (verl has no metrics hook for reward
   managers or estimators): the episodes' ``reward_extra_info`` is read back from TransferQueue and
-  logged as ``parl/reward/*`` and ``parl/lambda/*``, the estimator gets its settings, the step and
-  the infra-failed flags, and afterwards the estimator's ``parl/nsc/*`` metrics join the step's.
+  logged as ``parl/reward/*``, ``parl/lambda/*`` and ``parl/spurious_fraction/mean``, the estimator
+  gets its settings, the step and the infra-failed flags, and afterwards the estimator's
+  ``parl/nsc/*`` metrics join the step's.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ REWARD_METRICS = {
     "parl/reward/step": "parl_step",
     "parl/reward/infra_failed": "parl_infra_failed",
     "parl/reward/format_ok": "parl_format_ok",
+    "parl/spurious_fraction/mean": "parl_spurious_fraction",
 }
 """Logged metric → ``reward_extra_info`` key (mean over the step's samples)."""
 

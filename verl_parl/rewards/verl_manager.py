@@ -5,6 +5,8 @@ registered-scorer bridge :mod:`verl_parl.rewards.verl_reward`), exactly as the `
 computes it. The PARL terms come from the episode's accounting fields (``extra_fields``) and the λ
 schedules of ``parl.reward`` at the episode's global step. Every term is returned in
 ``reward_extra_info`` under ``parl_*`` keys, from which the trainer hook logs ``parl/reward/*``.
+``parl.reward.credit`` decides which subagent assignments earn ``r_parallel`` and ``r_finish``
+(:mod:`verl_parl.rewards.guard`); each episode's ``parl_spurious_fraction`` is returned either way.
 
 The run's LLM judge (``parl.reward.judge``, :func:`verl_parl.rewards.judge.build_judge`) is built once
 per manager and handed to the score function as ``judge=`` (our scorer bridge passes it on to the
@@ -23,6 +25,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
 from verl_parl.rewards.config import ParlRewardConfig, parse_reward_config
+from verl_parl.rewards.guard import TaskTerms, credit_episode, question_of, subagent_runs, task_terms
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats, RewardTerms, parl_terms
@@ -32,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 NAME = "parl"
 INFRA_FAILED_KEY = "parl_infra_failed"
+SPURIOUS_KEY = "parl_spurious_fraction"
 
 
 def reward_config_from(config: Any) -> ParlRewardConfig:
@@ -51,6 +55,25 @@ def episode_step(non_tensor: Mapping[str, Any], extra: Mapping[str, Any]) -> int
             except (TypeError, ValueError):
                 continue
     return 0
+
+
+def task_of(non_tensor: Mapping[str, Any]) -> TaskTerms:
+    """What a useful subagent prompt must name, from the sample's ground truth, ``extra_info`` and prompt."""
+    reward_model = non_tensor.get("reward_model")
+    ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
+    extra_info = non_tensor.get("extra_info")
+    extra_info = extra_info if isinstance(extra_info, Mapping) else {}
+    return task_terms(ground_truth, extra_info, question_of(extra_info, non_tensor.get("raw_prompt")))
+
+
+def credited(
+    cfg: ParlRewardConfig, non_tensor: Mapping[str, Any], extra: Mapping[str, Any]
+) -> tuple[EpisodeStats, float | None]:
+    """The episode's stats under ``parl.reward.credit`` and its spurious fraction (None: unknown)."""
+    stats = EpisodeStats.from_extra_fields(extra)
+    runs = subagent_runs(extra)
+    task = task_of(non_tensor) if runs else TaskTerms()
+    return credit_episode(stats, runs, task, guarded=cfg.credit.mode == "guarded", min_overlap=cfg.credit.min_overlap)
 
 
 def staged_terms(cfg: ParlRewardConfig, stats: EpisodeStats, r_perf: float, step: int, success: bool) -> RewardTerms:
@@ -110,6 +133,7 @@ class ParlRewardManager(RewardManagerBase):
     ) -> None:
         super().__init__(config, tokenizer, compute_score)
         self.reward_cfg = reward_config_from(config)
+        self._warned_unjudged = False
         self.judge = build_judge(self.reward_cfg.judge, config)
         if self.judge is not None and compute_score is not None:
             if not takes_judge(compute_score):
@@ -134,12 +158,18 @@ class ParlRewardManager(RewardManagerBase):
         extra = extra if isinstance(extra, Mapping) else {}
         step = episode_step(item.non_tensor_batch, extra)
         r_perf = float(result["reward_score"])
+        stats, spurious = credited(self.reward_cfg, item.non_tensor_batch, extra)
+        if spurious is not None:
+            info[SPURIOUS_KEY] = spurious
+        elif not self._warned_unjudged:
+            self._warned_unjudged = True
+            logger.warning("parl reward: an episode assigned subagents but lists none (parl_subagents); not guarded")
         if self.reward_cfg.form == "researcher":
             info.update(researcher_info(self.reward_cfg, extra, r_perf, step))
             info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
             return {"reward_score": info["parl_reward"], "reward_extra_info": info}
         success = bool(info.get("acc", r_perf > 0))
-        terms = staged_terms(self.reward_cfg, EpisodeStats.from_extra_fields(extra), r_perf, step, success)
+        terms = staged_terms(self.reward_cfg, stats, r_perf, step, success)
         info.update(terms_info(terms, step))
         info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
         return {"reward_score": terms.reward, "reward_extra_info": info}

@@ -23,6 +23,8 @@ class SubagentRecord:
     steps: int  # generations + tool calls of this subagent
     tool_calls: int = 0
     returned: bool = True  # produced a final message (not an error, timeout or budget cut)
+    prompt: str = ""  # the orchestrator's assign_task prompt
+    result: str = ""  # the message the orchestrator received
 
     @property
     def finished(self) -> bool:
@@ -78,6 +80,7 @@ class EpisodeAccounting:
     serial_fraction: float
     stage_sub_steps: list[list[int]] = field(default_factory=list)
     budget_exhausted: bool = False
+    subagents: list[dict[str, Any]] = field(default_factory=list)  # per assignment: stage, steps, prompt, result
 
     def to_extra_fields(self) -> dict[str, Any]:
         return {f"parl_{key}": value for key, value in self.__dict__.items()}
@@ -97,6 +100,11 @@ def account(stages: list[Stage], *, num_created: int, budget_exhausted: bool = F
         serial_fraction=serial_fraction(stages),
         stage_sub_steps=[list(s.sub_steps) for s in stages],
         budget_exhausted=budget_exhausted,
+        subagents=[
+            {"stage": t, **{k: getattr(sub, k) for k in ("steps", "tool_calls", "returned", "prompt", "result")}}
+            for t, stage in enumerate(stages)
+            for sub in stage.subagents
+        ],
     )
 
 

@@ -117,7 +117,10 @@ class SwarmEpisode:
         for index, outcome in done.items():
             if isinstance(outcome, SubagentResult):
                 self.results.append(outcome)
-                records.append(SubagentRecord(outcome.steps, outcome.tool_calls, outcome.returned))
+                prompt = str(getattr(calls[index], "arguments", {}).get("prompt", ""))
+                records.append(
+                    SubagentRecord(outcome.steps, outcome.tool_calls, outcome.returned, prompt, outcome.message)
+                )
                 observations[index] = outcome.message
             else:
                 observations[index] = outcome
