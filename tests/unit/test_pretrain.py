@@ -177,7 +177,7 @@ def test_the_package_ships_the_default_recipes_weights() -> None:
     )
     info = json.loads((folder / MARKER_NAME).read_text())
     assert (folder / shipped.WEIGHTS_FILE).stat().st_size < 20 * 1024 * 1024
-    assert info["gates"]["induction"] >= 0.9 and info["gates"]["heldout_lookup"] >= 0.7
+    assert info["gates"]["induction"] >= 0.9 and info["gates"]["heldout_lookup"] >= 0.6  # among up to 4 hits
 
 
 SMALL_READER = TinyModelSpec(hidden_size=64, num_layers=2, num_heads=1, num_kv_heads=1, intermediate_size=128)

@@ -542,7 +542,7 @@ def _train_into(folder: Path, base: Path, spec: PretrainSpec, *, progress: bool)
         "pretrain_version": PRETRAIN_VERSION,
         "digest": spec.digest(),
         "sha256": shipped_mod.weights_sha256(folder),
-        "built_by": f"python -m verl_parl.models pretrain --steps {spec.steps} --seed {spec.seed} --ship",
+        "built_by": f"python -m verl_parl.models pretrain --steps {spec.steps} --seed {spec.seed} --rebuild --ship",
         "base": base.name,
         "spec": dataclasses.asdict(spec),
         "num_parameters": model.num_parameters(),
