@@ -6,8 +6,10 @@ collects all of them so that one run shows every mistake at once, before any pro
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -357,7 +359,8 @@ def check_verl(cfg: DictConfig) -> list[str]:
     if errors:
         return errors
     try:
-        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        with contextlib.redirect_stdout(sys.stderr):  # its "checks passed" line is a log, not a result
+            validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except Exception as exc:  # noqa: BLE001
         errors.append(f"verl validate_config: {type(exc).__name__}: {exc}")
     return errors

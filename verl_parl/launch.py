@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_parl import console
 from verl_parl.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
@@ -71,6 +72,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         raise ConfigError([*errors, f"config resolution: {type(exc).__name__}: {exc}"]) from exc
     with assets.building(False):  # the base config's defaults are compared, never built
         errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
+    explicit_critic(cfg)
     try:
         plugin_errors = plugins.validate_config(pm, cfg)
     except PluginError as exc:
@@ -82,6 +84,16 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     if errors:
         raise ConfigError(errors)
     return parl
+
+
+def explicit_critic(cfg: DictConfig) -> None:
+    """Set ``critic.enable`` when it is null to what verl would decide (a critic only for GAE), so verl's
+    ``need_critic`` does not warn about its guess in every process that asks."""
+    critic, estimator = cfg.get("critic"), OmegaConf.select(cfg, "algorithm.adv_estimator")
+    if critic is not None and critic.get("enable") is None and estimator is not None:
+        from verl.trainer.ppo.core_algos import AdvantageEstimator
+
+        critic.enable = estimator == AdvantageEstimator.GAE
 
 
 def _base_config(cfg: DictConfig) -> DictConfig:
@@ -106,6 +118,7 @@ def ray_init_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "VERL_PARL_TRACE_HOOKS",
         "HF_HUB_OFFLINE",
         "VERL_PARL_CACHE",
+        "TQ_NUM_THREADS",
     ):
         if os.environ.get(key) is not None:
             env_vars[key] = os.environ[key]
@@ -125,17 +138,26 @@ def ray_init_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
 
 def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
-    """Start a private Ray cluster, run verl's v1 trainer, and always shut the cluster down."""
-    import ray
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    """Start a private Ray cluster, run verl's v1 trainer, and always shut the cluster down.
 
+    Meanwhile the console shows one line per step (:mod:`verl_parl.console`); everything Ray, verl and
+    the workers print goes to ``<run_dir>/console.log``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, run_dir / "resolved_config.yaml")
-    ray.init(**ray_init_kwargs(cfg, run_dir))
-    try:
-        run_ppo(cfg, task_runner_class=TaskRunnerV1)
-    finally:
-        ray.shutdown()
+    total = OmegaConf.select(cfg, "trainer.total_training_steps")
+    with console.captured(run_dir / console.CONSOLE_LOG) as out:
+        steps = console.StepLines(run_dir / VERL_METRICS_FILE, out, total_steps=total).start()
+        try:
+            import ray
+            from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+
+            ray.init(**ray_init_kwargs(cfg, run_dir))
+            try:
+                run_ppo(cfg, task_runner_class=TaskRunnerV1)
+            finally:
+                ray.shutdown()
+        finally:
+            steps.stop()
 
 
 def read_verl_metrics(path: Path) -> list[dict[str, Any]]:

@@ -9,6 +9,10 @@ The order matters and is the point of this module:
 4. only then start a private Ray cluster on loopback, run verl's ``TaskRunnerV1``, and tear Ray
    down on every exit path;
 5. write the run folder's ``metrics.jsonl`` and ``summary.json``.
+
+While training, the console shows one line per step; everything else (Ray, verl and the workers) goes
+to the run folder's ``console.log``. The results (the summary table) are printed on stdout, progress
+and logs on stderr.
 """
 
 from __future__ import annotations
@@ -47,6 +51,18 @@ def prepare_environment(profile: str) -> None:
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1" if profile == "cpu" else os.environ.get("HF_HUB_OFFLINE", "0"))
+    os.environ.setdefault("TQ_NUM_THREADS", str(transfer_queue_threads()))
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # worker lines go to the run's console.log: no ANSI colours
+
+
+def transfer_queue_threads(default: int = 8) -> int:
+    """Torch threads for TransferQueue's puts and gets (its ``TQ_NUM_THREADS``, read at import in the driver
+    and every Ray worker): its default 8, capped at the physical cores. TransferQueue caps a larger value
+    itself, warning on every put and get (hundreds of lines per run on a 2-core machine)."""
+    import psutil
+
+    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    return max(1, min(default, cores))
 
 
 def _exit_on_sigterm() -> None:
@@ -82,7 +98,7 @@ def run(cfg: Any) -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from verl_parl import launch
+    from verl_parl import console, launch
     from verl_parl.config import ConfigError
 
     run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
@@ -94,7 +110,7 @@ def run(cfg: Any) -> None:
     except ConfigError as exc:
         print(f"[verl-parl] {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    print(f"[verl-parl] run folder: {run_dir}", file=sys.stderr, flush=True)
+    print(f"[verl-parl] run folder: {run_dir} (full log: {run_dir / console.CONSOLE_LOG})", file=sys.stderr, flush=True)
     succeeded = False
     try:
         launch.train(cfg, parl, run_dir)

@@ -91,6 +91,12 @@ def test_main_trains_two_steps_and_loads_plugins_in_ray_workers(tmp_path: Path) 
     assert "RewardLoopWorker" in titles  # and the number_match scorer there
     assert (run_dir / "resolved_config.yaml").exists()
     assert "run finished: 2 steps" in result.stdout
+    # the console: one line per step on stderr; verl's metric dump and Ray's output in the run's console.log
+    steps = [line.split("  ")[0] for line in result.stderr.splitlines() if line.startswith("[verl-parl] step ")]
+    assert steps == ["[verl-parl] step 0/2 validation", "[verl-parl] step 1/2", "[verl-parl] step 2/2"]
+    console_log = (run_dir / "console.log").read_text()
+    assert "step:2 - " in console_log  # verl's console tracking logger
+    assert "target_num_threads" not in console_log  # TQ_NUM_THREADS fits the machine
 
 
 def test_main_two_fsdp_ranks_with_reference_kl(tmp_path: Path) -> None:
@@ -120,7 +126,8 @@ def test_sigterm_mid_run_tears_down_ray_and_every_worker(tmp_path: Path) -> None
         proc = subprocess.Popen(command, env=environ, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 600
-        while "Started a local Ray instance" not in log.read_text() and proc.poll() is None:
+        ray_log = tmp_path / "run" / "console.log"  # Ray's and the workers' output, while verl trains
+        while not (ray_log.exists() and "Started a local Ray instance" in ray_log.read_text()) and proc.poll() is None:
             assert time.monotonic() < deadline, "Ray never started"
             time.sleep(1)
         time.sleep(5)  # let the trainer's workers spawn
