@@ -40,8 +40,11 @@ HELDOUT_METRICS = (
     ("held-out critical steps", "val-parl/critical_steps/mean"),
     ("held-out total steps", "val-parl/total_steps/mean"),
     ("held-out parallelism", "val-parl/parallelism/mean"),
+    ("held-out spurious fraction", "val-parl/spurious_fraction/mean"),
     ("train critical steps", "parl/critical_steps/mean"),
     ("train parallelism", "parl/parallelism/mean"),
+    ("train r_perf", "parl/reward/r_perf"),
+    ("train spurious fraction", "parl/spurious_fraction/mean"),
 )
 
 

@@ -55,6 +55,11 @@ PANELS = (
         "Parallelism",
         keys=("parl/parallelism/mean", "parl/num_assigned/mean", "parl/num_finished/mean", "parl/serial_fraction/mean"),
     ),
+    Panel(
+        "spurious",
+        "Spurious subagents (prompt names nothing of the task, or error/empty result)",
+        keys=("parl/spurious_fraction/mean", "val-parl/spurious_fraction/mean"),
+    ),
     Panel("reward", "Reward terms", prefixes=("parl/reward/",), exclude=("parl/reward/step",)),  # step: x axis
     Panel("lambda", "λ schedules", prefixes=("parl/lambda/",)),
     Panel(
