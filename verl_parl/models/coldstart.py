@@ -459,7 +459,7 @@ def build_coldstart_model(
             else:
                 base = build_tiny_model(spec.base, cache_dir, progress=progress)
             _train_into(tmp, base, spec, demos, digest, progress=progress)
-        return _publish(tmp, final)
+        return shipped.publish(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -507,18 +507,6 @@ def _train_into(
     }
     (folder / MARKER_NAME).write_text(json.dumps(info, indent=2) + "\n")
     logger.info("cold-start SFT: %d steps in %.1f s, final loss %.3f", spec.steps, result.seconds, info["final_loss"])
-
-
-def _publish(tmp: Path, final: Path) -> Path:
-    """Rename the finished ``tmp`` to ``final``; if another builder won the race, keep theirs."""
-    if final.exists() and not is_complete_build(final):
-        shutil.rmtree(final, ignore_errors=True)
-    try:
-        tmp.rename(final)
-    except OSError:
-        if not is_complete_build(final):
-            raise
-    return final
 
 
 def build_info(path: Path) -> dict[str, Any]:

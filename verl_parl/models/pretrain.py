@@ -516,14 +516,7 @@ def build_pretrained_model(
             shutil.copytree(shipped, tmp, dirs_exist_ok=True)
         else:
             _train_into(tmp, build_tiny_model(spec.base, cache_dir, progress=progress), spec, progress=progress)
-        if final.exists() and not is_complete_build(final):
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            tmp.rename(final)
-        except OSError:
-            if not is_complete_build(final):
-                raise
-        return final
+        return shipped_mod.publish(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from verl_parl.models.tiny import MARKER_NAME, is_complete_build
 
-__all__ = ["SHIPPED_ROOT", "WEIGHTS_FILE", "matches", "ship", "weights_sha256"]
+__all__ = ["SHIPPED_ROOT", "WEIGHTS_FILE", "matches", "publish", "ship", "weights_sha256"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,3 +53,15 @@ def ship(built: Path, name: str, root: Path = SHIPPED_ROOT) -> Path:
     for path in out.iterdir():
         path.chmod(0o644)  # safetensors writes its file private; package data is read by everyone
     return out
+
+
+def publish(tmp: Path, final: Path) -> Path:
+    """Rename the finished cache folder ``tmp`` to ``final``; if another builder won the race, keep theirs."""
+    if final.exists() and not is_complete_build(final):
+        shutil.rmtree(final, ignore_errors=True)
+    try:
+        tmp.rename(final)
+    except OSError:
+        if not is_complete_build(final):
+            raise
+    return final
