@@ -97,6 +97,9 @@ def _add_coldstart(commands: Any) -> None:
         default=defaults.task,
         help=f"demonstrations of this task: arithmetic or research (default: {defaults.task})",
     )
+    cold.add_argument(
+        "--reader", action="store_true", help="start from the pretrained reader (python -m verl_parl.models pretrain)"
+    )
     cold.add_argument("--rebuild", action="store_true", help="train even if a shipped checkpoint matches the recipe")
     cold.add_argument(
         "--ship", action="store_true", help="then copy the result into the package (verl_parl/models/weights)"
@@ -120,7 +123,7 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         if getattr(args, name) is not None
     }
     try:
-        spec = dataclasses.replace(default_spec(args.task), **changes)
+        spec = dataclasses.replace(default_spec(args.task, reader=args.reader), **changes)
     except ValueError as error:
         parser.error(str(error))
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
