@@ -67,7 +67,9 @@ def test_judge_prompt_reaches_the_frozen_server_and_garbage_is_an_infra_failure(
     from transformers import AutoTokenizer
 
     cfg = trainer_config(model_path)
-    judge = build_judge(JudgeSettings(backend="frozen", max_tokens=8), cfg)
+    # the first call also starts the group's server: a generous timeout, so a loaded machine cannot fail
+    # this plumbing test (it failed once at the default 60 s beside a training run)
+    judge = build_judge(JudgeSettings(backend="frozen", max_tokens=8, timeout_s=600.0), cfg)
     assert judge is not None and judge.config.model == f"frozen:{model_path}"
     with pytest.raises(InfraFailureError, match="no verdict"):
         judge.judge("capital of France?", "Paris", "Paris")
