@@ -10,14 +10,16 @@ loss is dense on content-addressed copies. So pretraining runs a curriculum of t
   is on the copy (every copied token but the first, which nothing announces);
 * ``lookup`` -- made-up facts ("The code of Belora is KEWA.") followed by questions about some of
   them; the loss is on the answers: induction plus a key match;
-* ``pages`` -- pages of the research suite's **training** entities in the corpus' own wording, with
-  questions about their facts; the values are redrawn per example (other numbers, other capitals and
-  codes) so that the answer can only be read from the page, never remembered.
+* ``pages`` -- one to four pages of the research suite's **training** entities in the corpus' own
+  wording, listed as search hits, with questions about their facts; the values are redrawn per
+  example (other numbers, other capitals and codes) so that the answer can only be read from the
+  page, never remembered.
 
 The mixture moves from the first source towards the last over :attr:`PretrainSpec.phases`. At the end
-two gates are measured: ``induction`` (share of copied tokens predicted right) and ``heldout_lookup``
-(share of questions about **held-out** entities' real pages answered exactly, greedy; held-out entities
-are never in the training stream). The result is an ordinary HF checkpoint folder with the gates in
+three gates are measured: ``induction`` (share of copied tokens predicted right), ``lookup`` (made-up
+facts answered exactly) and ``heldout_lookup`` (share of questions about **held-out** entities' real
+pages, among other held-out hits, answered exactly, greedy; held-out entities are never in the
+training stream). The result is an ordinary HF checkpoint folder with the gates in
 its marker; :mod:`verl_parl.models.coldstart` starts from it.
 
 Usage::
@@ -111,7 +113,16 @@ class PretrainSpec:
     def __post_init__(self) -> None:
         errors = [
             f"{name}={getattr(self, name)} must be positive"
-            for name in ("steps", "batch_size", "lr", "induction_span", "facts_per_lookup", "questions_per_page")
+            for name in (
+                "steps",
+                "batch_size",
+                "page_batch_size",
+                "lr",
+                "induction_span",
+                "facts_per_lookup",
+                "questions_per_page",
+                "max_pages",
+            )
             if not getattr(self, name) > 0
         ]
         if self.induction_length < 3 * self.induction_span:
