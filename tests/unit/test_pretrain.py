@@ -232,3 +232,23 @@ def test_scored_loss_equals_the_full_masked_loss() -> None:
     full = masked_lm_loss(model(input_ids=ids, attention_mask=attention).logits, ids, mask)
     batch = {"input_ids": ids, "attention_mask": attention, "loss_mask": mask}
     assert torch.isclose(pt.scored_loss(model, batch), full, atol=1e-5)
+
+
+def test_lookup_scores_by_hand() -> None:
+    from verl_parl.models.coldstart_eval import lookup_scores
+
+    call = '<tool_call>\n{"name": "search", "arguments": {"queries": ["hungary"], "k": 1}}\n</tool_call>'
+    gold = "| Hungary | HUF | Europe |"
+    assert lookup_scores("Hungary", call, "| Hungary | HUF | Asia |", gold) == (True, 2, 1, False)
+    assert lookup_scores("Hungary", call, "|hungary| huf |EUROPE|", gold) == (True, 2, 2, True)
+    garbled = call.replace("hungary", "Hungry")
+    assert lookup_scores("Hungary", garbled, "| Hungary |", gold) == (False, 2, 0, False)
+    assert lookup_scores("Hungary", "no call at all", "", gold) == (False, 2, 0, False)
+
+
+def test_values_are_taken_as_the_page_writes_them() -> None:
+    from verl_parl.tasks.research.corpus import as_written
+
+    assert as_written("9768785", "a population of 9,768,785.") == "9,768,785"
+    assert as_written("9768785", "a population of 9768785.") == "9768785"
+    assert as_written("HUF", "currency code HUF") == "HUF"

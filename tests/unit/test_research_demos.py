@@ -113,3 +113,19 @@ def test_demo_world_search_is_deterministic() -> None:
     world = demo_world()
     name = world.pool.countries[random.Random(0).randrange(len(world.pool.countries))].name
     assert world.search([name]) == world.search([name])
+
+
+def test_heldout_row_lookups_ask_only_about_held_out_entities() -> None:
+    from verl_parl.tasks.research.demos import heldout_row_lookups
+
+    world = demo_world()
+    pools = dataset.partition_countries(world.world, 0, dataset.SuiteConfig().entity_fractions)
+    by_title = {page["title"]: docid for docid, page in world.pages.items()}
+    lookups = heldout_row_lookups(12, seed=0, split="val")
+    assert len(lookups) == 12
+    for demo in lookups:
+        check_demo(demo)
+        entity = demo.meta["entity"]
+        assert entity in demo.messages[1]["content"]
+        assert demo.meta["answer"].startswith(f"| {entity} |")
+        assert world.world.entity_country(by_title[entity]) in pools["val"]

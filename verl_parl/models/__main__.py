@@ -29,10 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m verl_parl.models", description="Offline models for verl-parl.")
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the tiny Qwen2 model (cached) and print its folder")
-    build.add_argument(
-        "--cache-dir", type=Path, default=None, help="default: $VERL_PARL_CACHE or ~/.cache/verl_parl/models"
-    )
-    build.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_common(build)
     for field in dataclasses.fields(TinyModelSpec):
         flag = "--" + field.name.replace("_", "-")
         build.add_argument(flag, type=int, default=field.default, help=f"default: {field.default}")
@@ -41,21 +38,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_common(command: argparse.ArgumentParser, *, shippable: bool = False) -> None:
+    """The options every subcommand takes, and for checkpoints that can ship as package data, the shipping ones."""
+    command.add_argument(
+        "--cache-dir", type=Path, default=None, help="default: $VERL_PARL_CACHE or ~/.cache/verl_parl/models"
+    )
+    command.add_argument("--quiet", action="store_true", help="no progress output")
+    if shippable:
+        command.add_argument(
+            "--rebuild", action="store_true", help="train even if a shipped checkpoint matches the recipe"
+        )
+        command.add_argument(
+            "--ship", action="store_true", help="then copy the result into the package (verl_parl/models/weights)"
+        )
+
+
 def _add_pretrain(commands: Any) -> None:
     from verl_parl.models.pretrain import PretrainSpec
 
     defaults = PretrainSpec()
     pre = commands.add_parser("pretrain", help="pretrain the tiny model on the copying curriculum (cached)")
-    pre.add_argument(
-        "--cache-dir", type=Path, default=None, help="default: $VERL_PARL_CACHE or ~/.cache/verl_parl/models"
-    )
-    pre.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_common(pre, shippable=True)
     pre.add_argument("--steps", type=int, default=defaults.steps, help=f"optimizer steps (default: {defaults.steps})")
     pre.add_argument("--seed", type=int, default=defaults.seed, help=f"default: {defaults.seed}")
-    pre.add_argument("--rebuild", action="store_true", help="train even if a shipped checkpoint matches the recipe")
-    pre.add_argument(
-        "--ship", action="store_true", help="then copy the result into the package (verl_parl/models/weights)"
-    )
 
 
 def _pretrain(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -88,10 +93,7 @@ def _add_coldstart(commands: Any) -> None:
 
     defaults = ColdStartSpec()
     cold = commands.add_parser("coldstart", help="cold-start SFT of the tiny model (cached); print its folder")
-    cold.add_argument(
-        "--cache-dir", type=Path, default=None, help="default: $VERL_PARL_CACHE or ~/.cache/verl_parl/models"
-    )
-    cold.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_common(cold, shippable=True)
     cold.add_argument(
         "--task",
         default=defaults.task,
@@ -99,10 +101,6 @@ def _add_coldstart(commands: Any) -> None:
     )
     cold.add_argument(
         "--reader", action="store_true", help="start from the pretrained reader (python -m verl_parl.models pretrain)"
-    )
-    cold.add_argument("--rebuild", action="store_true", help="train even if a shipped checkpoint matches the recipe")
-    cold.add_argument(
-        "--ship", action="store_true", help="then copy the result into the package (verl_parl/models/weights)"
     )
     cold.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the task's recipe)")
     cold.add_argument("--seed", type=int, default=None, help=f"demos and training seed (default: {defaults.seed})")

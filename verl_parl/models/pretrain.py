@@ -54,6 +54,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from verl_parl.models import shipped as shipped_mod
 from verl_parl.models.lm import collate, lr_at
 from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model, default_cache_dir, is_complete_build
+from verl_parl.tasks.research import corpus
 
 __all__ = [
     "PRETRAIN_VERSION",
@@ -301,23 +302,15 @@ def page_facts(world: Any, entity: Any, page_text: str) -> list[tuple[str, str]]
         value = attribute.value(world, entity)
         if value is None:
             continue
-        if value.lstrip("-").isdigit() and f"{int(value):,}" in page_text:
-            value = f"{int(value):,}"
+        value = corpus.as_written(value, page_text)
         if value in page_text:
             qa.append((f"What is {attribute.phrase} of {entity.name}?", value))
     return qa
 
 
 def _page(world: Any, entity: Any, seed: int) -> dict[str, str]:
-    from verl_parl.tasks.research import corpus
-
     make = corpus.country_page if hasattr(entity, "iso") else corpus.city_page
     return make(world, entity, seed)
-
-
-def search_hit(rank: int, page: dict[str, str], score: float) -> str:
-    """``page`` as the search tool lists a hit (title, docid, score, then the text)."""
-    return f"[{rank}] {page['title']} (docid: {page['docid']}, score: {score:.2f})\n{page['text']}"
 
 
 def page_sample(
@@ -327,7 +320,6 @@ def page_sample(
     n_questions: int,
     *,
     max_pages: int = 1,
-    redraw: bool = True,
 ) -> Sample | None:
     """One to ``max_pages`` training entities' pages (their facts redrawn, random phrasings) listed as
     search hits, then questions about facts of any of them: the reader must find the right page by the
@@ -335,12 +327,12 @@ def page_sample(
     entities: dict[str, Any] = {}
     for _ in range(rng.randint(1, max_pages)):
         entity = rng.choice(pw.train.countries) if rng.random() < 0.5 else rng.choice(pw.train.cities)
-        entities.setdefault(entity.name, _redrawn(pw.world, entity, rng) if redraw else entity)
+        entities.setdefault(entity.name, _redrawn(pw.world, entity, rng))
     pages = [(e, _page(pw.world, e, rng.randrange(1 << 30))) for e in entities.values()]
     qa = [pair for entity, page in pages for pair in page_facts(pw.world, entity, page["text"])]
     if not qa:
         return None
-    hits = "\n".join(search_hit(i + 1, page, rng.uniform(5, 40)) for i, (_, page) in enumerate(pages))
+    hits = "\n".join(corpus.search_hit(i + 1, page, rng.uniform(5, 40)) for i, (_, page) in enumerate(pages))
     return _qa_sample("pages", tokenizer, hits, rng.sample(qa, min(n_questions, len(qa))))
 
 
@@ -356,7 +348,7 @@ def heldout_questions(pw: PageWorld, seed: int, limit: int, max_pages: int = 1) 
         others = [_page(pw.world, e, seed) for e in rng.sample(entities, rng.randint(0, max_pages - 1))]
         listed = [p for p in others if p["title"] != entity.name]
         listed.insert(rng.randint(0, len(listed)), page)
-        context = "\n".join(search_hit(i + 1, p, rng.uniform(5, 40)) for i, p in enumerate(listed))
+        context = "\n".join(corpus.search_hit(i + 1, p, rng.uniform(5, 40)) for i, p in enumerate(listed))
         for question, answer in page_facts(pw.world, entity, page["text"]):
             out.append((context, question, answer))
     rng.shuffle(out)
@@ -370,6 +362,9 @@ def _content_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """Every ordinary token id (not special, not markup): what induction strings are drawn from."""
     added = set(tokenizer.get_added_vocab().values())
     return [i for i in range(len(tokenizer)) if i not in added]
+
+
+_MAX_PAGE_DRAWS = 100  # a drawn page has no askable fact only when none of its values is written on it
 
 
 class Curriculum:
@@ -396,11 +391,11 @@ class Curriculum:
             return lookup_sample(rng, self.tokenizer, spec.facts_per_lookup, spec.questions_per_page)
         if self._pages is None:
             self._pages = page_world(spec.seed)
-        while (
-            sample := page_sample(rng, self.tokenizer, self._pages, spec.questions_per_page, max_pages=spec.max_pages)
-        ) is None:
-            pass
-        return sample
+        for _ in range(_MAX_PAGE_DRAWS):
+            sample = page_sample(rng, self.tokenizer, self._pages, spec.questions_per_page, max_pages=spec.max_pages)
+            if sample is not None:
+                return sample
+        raise RuntimeError(f"no training page with a fact to ask about in {_MAX_PAGE_DRAWS} draws")
 
 
 def scored_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:

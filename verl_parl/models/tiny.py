@@ -432,8 +432,7 @@ def task_texts(seed: int, prompt_copies: int = 20) -> list[str]:
 
     rng = random.Random(f"{seed}/research")
     pages = [
-        f"## Query 1: {page['title']}\n[1] {page['title']} (docid: {page['docid']}, score: {rng.uniform(5, 40):.2f})\n"
-        f"{page['text']}\n"
+        f"## Query 1: {page['title']}\n{corpus.search_hit(1, page, rng.uniform(5, 40))}\n"
         for page in corpus.iter_pages(source.load_world(), seed)
     ]
     prompts = [*dataset.SYSTEM_PROMPTS.values(), *arithmetic.SYSTEM_PROMPTS.values()]

@@ -29,6 +29,19 @@ def number(value: int, rng: random.Random) -> str:
     return f"{value:,}" if rng.random() < 0.7 else str(value)
 
 
+def as_written(value: str, page_text: str) -> str:
+    """``value`` as ``page_text`` writes it: ``"7889094"`` as ``"7,889,094"`` when the page uses separators."""
+    if value.lstrip("-").isdigit() and f"{int(value):,}" in page_text:
+        return f"{int(value):,}"
+    return value
+
+
+def search_hit(rank: int, page: Page, score: float) -> str:
+    """``page`` as the search tool lists a hit: ``[rank] title (docid: ..., score: ...)``, then its text
+    (for text that must look like the tool's output without searching an index)."""
+    return f"[{rank}] {page['title']} (docid: {page['docid']}, score: {score:.2f})\n{page['text']}"
+
+
 def join_names(names: list[str]) -> str:
     """``["A", "B", "C"]`` → ``"A, B and C"``."""
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -168,15 +168,8 @@ def _user(task: Task) -> str:
     return f"{task.question} {dataset.ANSWER_FORMAT[task.kind]}"
 
 
-def _surface(value: str, page: str) -> str:
-    """``value`` as ``page`` writes it (thousands separators when the page uses them)."""
-    if value.lstrip("-").isdigit() and f"{int(value):,}" in page:
-        return f"{int(value):,}"
-    return value
-
-
 def _row(task: Task, index: int, page: str) -> str:
-    return "| " + " | ".join(_surface(v, page) for v in task.rows[index]) + " |"
+    return "| " + " | ".join(corpus_mod.as_written(v, page) for v in task.rows[index]) + " |"
 
 
 def _header(columns: tuple[str, ...]) -> str:
