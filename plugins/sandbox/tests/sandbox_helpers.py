@@ -36,6 +36,20 @@ def host_processes_with(marker: str) -> list[int]:
     return found
 
 
+def processes_of_uid(uid: int = 65534) -> list[int]:
+    """Host pids running as ``uid`` (the sandbox's): they share one RLIMIT_NPROC budget."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def sandbox_children(uid: int = 65534) -> list[int]:
     """This process's children that are sandboxes: a launcher, bubblewrap, or anything running as ``uid``.
 
