@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -129,3 +130,41 @@ def test_heldout_row_lookups_ask_only_about_held_out_entities() -> None:
         assert entity in demo.messages[1]["content"]
         assert demo.meta["answer"].startswith(f"| {entity} |")
         assert world.world.entity_country(by_title[entity]) in pools["val"]
+
+
+def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values() -> None:
+    from verl_parl.tasks.research.demos import _name_pattern, with_fresh_names
+
+    world = demo_world()
+    pattern = _name_pattern(0)[0]
+    names = {c.name for c in world.world.countries.values()} | {c.name for c in world.world.cities.values()}
+    heldout = {c.name for c in world.world.countries.values()} - {c.name for c in world.pool.countries}
+    rng = random.Random(5)
+    for demo in make_demos("research", ROLES, 6, seed=11):
+        fresh = with_fresh_names(demo, rng)
+        check_demo(fresh)
+        assert [m["role"] for m in fresh.messages] == [m["role"] for m in demo.messages]
+        before, after = str(demo.messages), str(fresh.messages)
+        gone = {n for n in names if f" {n} " in before and f" {n} " not in after}
+        assert gone, "some entity name must have been replaced"
+        assert not heldout & set(pattern.findall(after))  # a held-out name is never the fresh one
+        # every digit run (populations, areas, codes) survives: only names change
+        assert sorted(re.findall(r"\d[\d,.]*", after)) == sorted(re.findall(r"\d[\d,.]*", before))
+        if demo.role == "subagent" and demo.meta["part"] == "row":
+            entity = fresh.meta["entity"]
+            assert entity != demo.meta["entity"]
+            query = fresh.messages[2]["tool_calls"][0]["function"]["arguments"]["queries"][0]
+            assert query == entity and entity in fresh.messages[1]["content"] and entity in fresh.messages[3]["content"]
+            assert fresh.meta["answer"] == fresh.messages[-1]["content"]
+
+
+def test_make_demos_takes_fresh_names_for_a_share_of_demos() -> None:
+    plain = make_demos("research", ("subagent",), 20, seed=2)
+    mixed = make_demos("research", ("subagent",), 20, seed=2, fresh_names=0.5)
+    changed = sum(a.messages != b.messages for a, b in zip(plain, mixed, strict=True))
+    assert 3 <= changed <= 17
+    assert make_demos("research", ("subagent",), 20, seed=2, fresh_names=0.5)[0].messages == mixed[0].messages
+    with pytest.raises(ValueError, match="fresh_names"):
+        make_demos("research", ("subagent",), 1, seed=2, fresh_names=1.5)
+    with pytest.raises(KeyError, match="no renamer"):
+        make_demos("arithmetic", ("agent",), 1, seed=2, fresh_names=0.5)

@@ -108,6 +108,13 @@ def _add_coldstart(commands: Any) -> None:
     cold.add_argument("--batch-size", type=int, default=None, help=f"default: {defaults.batch_size}")
     cold.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default: {defaults.lr})")
     cold.add_argument(
+        "--fresh-names",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="share of demonstrations whose entity names are replaced by fresh ones (default: the recipe's)",
+    )
+    cold.add_argument(
         "--evaluate", type=int, default=0, metavar="N", help="then sample N first turns per role at temperature 1"
     )
 
@@ -117,7 +124,7 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
     changes = {
         name: getattr(args, name)
-        for name in ("steps", "seed", "demos_per_role", "batch_size", "lr")
+        for name in ("steps", "seed", "demos_per_role", "batch_size", "lr", "fresh_names")
         if getattr(args, name) is not None
     }
     try:

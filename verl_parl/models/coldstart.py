@@ -88,6 +88,7 @@ class ColdStartSpec:
     roles: tuple[str, ...] = ("agent", "subagent", "orchestrator")
     role_weights: tuple[int, ...] = (1, 2, 3)  # batches per cycle for each role (harder roles get more)
     demos_per_role: int = 128
+    fresh_names: float = 0.0  # share of demonstrations whose entity names are replaced (make_demos)
     steps: int = 800
     batch_size: int = 16
     lr: float = 5e-3
@@ -101,6 +102,8 @@ class ColdStartSpec:
             for name in ("demos_per_role", "steps", "batch_size", "lr")
             if not getattr(self, name) > 0
         ]
+        if not 0.0 <= self.fresh_names <= 1.0:
+            errors.append(f"fresh_names={self.fresh_names} must be a share in [0, 1]")
         if self.warmup_steps < 0 or self.weight_decay < 0:
             errors.append("warmup_steps and weight_decay must not be negative")
         if not self.roles:
@@ -113,7 +116,7 @@ class ColdStartSpec:
             raise ValueError("invalid ColdStartSpec: " + "; ".join(errors))
 
     def demos(self) -> list[Demo]:
-        return make_demos(self.task, self.roles, self.demos_per_role, self.seed)
+        return make_demos(self.task, self.roles, self.demos_per_role, self.seed, self.fresh_names)
 
     def digest(self, demos: Sequence[Demo]) -> str:
         """16 hex digits over the recipe, the base model and the demonstrations' text."""
@@ -123,7 +126,11 @@ class ColdStartSpec:
         payload = {
             "version": COLDSTART_VERSION,
             "base": self.base.digest(),
-            "spec": {k: v for k, v in dataclasses.asdict(self).items() if k not in ("base", "pretrain")},
+            "spec": {
+                k: v
+                for k, v in dataclasses.asdict(self).items()
+                if k not in ("base", "pretrain") and not (k == "fresh_names" and v == 0)  # digests from before it
+            },
             "pretrain": self.pretrain.digest() if self.pretrain is not None else None,
             "demos": content.hexdigest(),
         }

@@ -47,6 +47,7 @@ __all__ = [
     "Demo",
     "DemoSource",
     "DemoSources",
+    "Renamer",
     "check_demo",
     "make_demos",
 ]
@@ -71,6 +72,8 @@ class Demo:
 
 
 DemoSource = Callable[[random.Random], Demo]
+Renamer = Callable[[Demo, random.Random], Demo]
+"""``(demo, rng) -> demo`` with the task's entity names replaced, consistently, by fresh ones."""
 
 
 class DemoSources:
@@ -78,12 +81,25 @@ class DemoSources:
 
     def __init__(self) -> None:
         self._sources: dict[str, dict[str, DemoSource]] = {}
+        self._renamers: dict[str, Renamer] = {}
 
     def register(self, task: str, role: str, source: DemoSource) -> None:
         roles = self._sources.setdefault(task, {})
         if role in roles:
             raise ValueError(f"demonstration source {task}/{role} is already registered ({roles[role].__qualname__})")
         roles[role] = source
+
+    def register_renamer(self, task: str, renamer: Renamer) -> None:
+        """``task``'s :data:`Renamer`: what ``make_demos(..., fresh_names=share)`` applies to that share."""
+        if task in self._renamers:
+            raise ValueError(f"task {task!r} already has a renamer ({self._renamers[task].__qualname__})")
+        self._renamers[task] = renamer
+
+    def renamer(self, task: str) -> Renamer:
+        self._task(task)
+        if task not in self._renamers:
+            raise KeyError(f"task {task!r} has no renamer, so its demonstrations cannot take fresh names")
+        return self._renamers[task]
 
     def tasks(self) -> list[str]:
         return sorted({*self._sources, *BUILTIN_DEMO_MODULES})
@@ -116,11 +132,21 @@ BUILTIN_DEMO_MODULES = {"research": "verl_parl.tasks.research.demos"}
 DEMO_SOURCES = DemoSources()
 
 
-def make_demos(task: str, roles: list[str] | tuple[str, ...], per_role: int, seed: int) -> list[Demo]:
-    """``per_role`` demonstrations of each role, deterministic given ``seed`` (roles interleaved)."""
+def make_demos(
+    task: str, roles: list[str] | tuple[str, ...], per_role: int, seed: int, fresh_names: float = 0.0
+) -> list[Demo]:
+    """``per_role`` demonstrations of each role, deterministic given ``seed`` (roles interleaved).
+
+    A share ``fresh_names`` of them goes through the task's renamer (:meth:`DemoSources.register_renamer`),
+    so that a name's tokens cannot be remembered, only copied from the conversation."""
+    if not 0.0 <= fresh_names <= 1.0:
+        raise ValueError(f"fresh_names={fresh_names} must be a share in [0, 1]")
     rngs = {role: random.Random(f"{seed}/{task}/{role}") for role in roles}
     sources = {role: DEMO_SOURCES.get(task, role) for role in roles}
     demos = [sources[role](rngs[role]) for _ in range(per_role) for role in roles]
+    if fresh_names > 0:
+        rename, rng = DEMO_SOURCES.renamer(task), random.Random(f"{seed}/{task}/fresh-names")
+        demos = [rename(demo, rng) if rng.random() < fresh_names else demo for demo in demos]
     for demo in demos:
         check_demo(demo)
     return demos

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import json
 import random
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,7 @@ __all__ = [
     "research_agent",
     "research_orchestrator",
     "research_subagent",
+    "with_fresh_names",
 ]
 
 PARALLEL_SHARE = 0.3
@@ -346,6 +348,76 @@ def research_agent(rng: random.Random) -> Demo:
     return Demo("agent", messages, [dw.search_schema], meta)
 
 
+# ------------------------------------------------------------------------------------ fresh names
+
+_ONSETS = (*"bcdfghjklmnprstvwz", "br", "ch", "dr", "gr", "kh", "kr", "sh", "st", "tr", "")
+_VOWELS = ("a", "e", "i", "o", "u", "a", "e", "ia", "ou", "y")
+_CODAS = ("", "", "", "n", "r", "l", "s", "m", "k")
+FRESH_REAL_SHARE = 0.5
+"""Share of fresh names that are another training entity's name (the rest are made up), so that the
+names to copy look both like the suite's names and like nothing the model has seen."""
+
+
+def made_up_name(rng: random.Random) -> str:
+    """A pronounceable made-up place name (``"Krouvelam"``, ``"Ostia Bren"``), any capital first."""
+
+    def word() -> str:
+        return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(rng.choice((2, 2, 3))))
+
+    words = [word() for _ in range(1 if rng.random() < 0.85 else 2)]
+    return " ".join(w.capitalize() for w in words)
+
+
+@functools.lru_cache(maxsize=2)
+def _name_pattern(seed: int) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """A pattern matching any country or city name of the world (longest first, whole words), and the
+    training split's names (what a fresh name may be taken from)."""
+    dw = demo_world(seed)
+    countries = dw.world.countries.values()
+    names = {c.name for c in countries} | {c.capital for c in countries if c.capital} | {c.name for c in dw.world.cities.values()}
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    train = tuple(sorted({c.name for c in dw.pool.countries} | {c.name for c in dw.pool.cities}))
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"), train
+
+
+def with_fresh_names(demo: Demo, rng: random.Random, seed: int = 0) -> Demo:
+    """``demo`` with every country and city name in it (messages, tool calls, meta) replaced by a fresh
+    name, the same name everywhere: made up, or (:data:`FRESH_REAL_SHARE`) another training entity's.
+    Values stay as the pages wrote them; only what names an entity changes, so the demonstration is as
+    true as before, and a name in a query or an answer can only have been copied."""
+    pattern, train = _name_pattern(seed)
+    found: list[str] = []
+    _map_strings(demo.messages, lambda text: found.extend(pattern.findall(text)) or text)
+    _map_strings(demo.meta, lambda text: found.extend(pattern.findall(text)) or text)
+    present = set(found)
+    fresh: dict[str, str] = {}
+    for name in dict.fromkeys(found):  # first-seen order: deterministic
+        while True:
+            new = rng.choice(train) if rng.random() < FRESH_REAL_SHARE else made_up_name(rng)
+            if new not in present and new not in fresh.values():
+                break
+        fresh[name] = new
+
+    def rename(text: str) -> str:
+        return pattern.sub(lambda m: fresh[m.group(0)], text)
+
+    return dataclasses.replace(
+        demo, messages=_map_strings(demo.messages, rename), meta=_map_strings(demo.meta, rename)
+    )
+
+
+def _map_strings(value: Any, fn: Any) -> Any:
+    """``value`` (nested dicts, lists, strings) with ``fn`` applied to every string."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_strings(v, fn) for v in value)
+    return value
+
+
 DEMO_SOURCES.register("research", "agent", research_agent)
 DEMO_SOURCES.register("research", "subagent", research_subagent)
 DEMO_SOURCES.register("research", "orchestrator", research_orchestrator)
+DEMO_SOURCES.register_renamer("research", with_fresh_names)
