@@ -48,7 +48,7 @@ def test_tool_messages_are_the_search_tools_real_output(demos: list) -> None:
                 assert call["arguments"]["k"] == 1
                 _, output = world.search(call["arguments"]["queries"])
                 assert demo.messages[i + 1] == {"role": "tool", "content": output}
-                titles = call["arguments"]["queries"]
+                titles = [query.strip() for query in call["arguments"]["queries"]]
                 assert all(f"] {title} (docid:" in output for title in titles)  # the page searched for is the hit
         assert demo.tools == [world.search_schema]
 
@@ -63,7 +63,7 @@ def test_only_training_countries_appear(demos: list) -> None:
         for m in d.messages
         for c in _calls(m)
         if c["name"] == "search"
-        for q in c["arguments"]["queries"]
+        for q in (query.strip() for query in c["arguments"]["queries"])
     ]
     assert len(searched) > 50
     assert {world.world.entity_country(by_title[q]) for q in searched} <= set(pools["train"])
@@ -154,7 +154,7 @@ def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values(
             entity = fresh.meta["entity"]
             assert entity != demo.meta["entity"]
             query = fresh.messages[2]["tool_calls"][0]["function"]["arguments"]["queries"][0]
-            assert query == entity and entity in fresh.messages[1]["content"] and entity in fresh.messages[3]["content"]
+            assert query == f" {entity}" and entity in fresh.messages[1]["content"] and entity in fresh.messages[3]["content"]
             assert fresh.meta["answer"] == fresh.messages[-1]["content"]
 
 

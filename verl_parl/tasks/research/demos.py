@@ -105,8 +105,13 @@ class DemoWorld:
         return bool(hits) and hits[0].docid == docid
 
     def search(self, queries: list[str]) -> tuple[dict[str, Any], str]:
-        """The ``search`` call's arguments and the tool's real output for one hit per query."""
-        arguments = {"queries": queries, "k": 1}
+        """The ``search`` call's arguments and the tool's real output for one hit per query.
+
+        Each query is written with a leading space (the tool strips it), as the name is written in
+        running text: `` Rawalpindi`` and ``Rawalpindi`` start with different tokens (`` R`` and ``R``),
+        and a query a small model writes can then copy the name's first token as it appears in the
+        task, instead of translating it."""
+        arguments = {"queries": [" " + q.lstrip() for q in queries], "k": 1}
         return arguments, asyncio.run(self.search_tool.run(arguments))
 
 
