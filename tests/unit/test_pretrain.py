@@ -252,3 +252,15 @@ def test_values_are_taken_as_the_page_writes_them() -> None:
     assert as_written("9768785", "a population of 9,768,785.") == "9,768,785"
     assert as_written("9768785", "a population of 9768785.") == "9768785"
     assert as_written("HUF", "currency code HUF") == "HUF"
+
+
+def test_assignment_scores_by_hand() -> None:
+    from verl_parl.models.coldstart_eval import assignment_scores
+
+    def assign(prompt: str) -> str:
+        return '<tool_call>\n{"name": "assign_task", "arguments": {"agent": "finder", "prompt": "%s"}}\n</tool_call>' % prompt
+
+    turn = assign("Find the area of Porto.") + assign("Find the area of the city.") + assign("area of ADEN")
+    assert assignment_scores(["Porto", "Aden", "Gent"], turn) == (3, 2, 2)
+    assert assignment_scores(["Porto"], "no calls at all") == (0, 0, 0)
+    assert assignment_scores(["Porto"], assign("Porto") + '<tool_call>\n{"name": "create_subagent"') == (1, 1, 1)

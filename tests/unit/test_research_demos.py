@@ -168,3 +168,17 @@ def test_make_demos_takes_fresh_names_for_a_share_of_demos() -> None:
         make_demos("research", ("subagent",), 1, seed=2, fresh_names=1.5)
     with pytest.raises(KeyError, match="no renamer"):
         make_demos("arithmetic", ("agent",), 1, seed=2, fresh_names=0.5)
+
+
+def test_heldout_orchestrations_are_wide_tasks_of_held_out_entities() -> None:
+    from verl_parl.tasks.research.demos import heldout_orchestrations
+
+    world = demo_world()
+    train = {c.name for c in world.pool.countries} | {c.name for c in world.pool.cities}
+    tasks = heldout_orchestrations(6, seed=0, split="val")
+    assert len(tasks) == 6
+    for demo in tasks:
+        check_demo(demo)
+        assert demo.meta["task_kind"] == "wide" and len(demo.meta["entities"]) >= 2
+        assert not set(demo.meta["entities"]) & train
+        assert all(entity in demo.messages[1]["content"] for entity in demo.meta["entities"])

@@ -144,10 +144,12 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         print(f"SFT: {spec.steps} steps, {info['train_seconds']} s, final loss {info['final_loss']}", file=sys.stderr)
         print(format_table(evaluate_checkpoint(path, task=spec.task, samples=args.evaluate)), file=sys.stderr)
         if spec.task == "research":
-            from verl_parl.models.coldstart_eval import evaluate_lookups
+            from verl_parl.models.coldstart_eval import evaluate_assignments, evaluate_lookups
 
             report = evaluate_lookups(*_load(path), n=args.evaluate)
             print(f"held-out subagent lookups (greedy): {json.dumps(report.as_dict())}", file=sys.stderr)
+            assignments = evaluate_assignments(*_load(path), n=args.evaluate)
+            print(f"held-out orchestrator first turns (greedy): {json.dumps(assignments.as_dict())}", file=sys.stderr)
     print(path)
     return 0
 

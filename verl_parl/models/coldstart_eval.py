@@ -27,13 +27,16 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from verl_parl.backends.cpu.engine import BatchedGenerator, SamplingParams
 from verl_parl.models.coldstart import render_ids
 from verl_parl.models.demos import Demo, make_demos
-from verl_parl.swarm.calls import CallError, ToolCall, check_arguments, parse_tool_calls
+from verl_parl.swarm.calls import ASSIGN_TASK, CallError, ToolCall, check_arguments, parse_tool_calls
 from verl_parl.swarm.subagent import assistant_message
 from verl_parl.tasks import arithmetic
 
 __all__ = [
+    "AssignmentReport",
     "LookupReport",
     "RoleReport",
+    "assignment_scores",
+    "evaluate_assignments",
     "evaluate_checkpoint",
     "evaluate_lookups",
     "evaluate_model",
@@ -278,6 +281,70 @@ async def _evaluate_lookups(
         report.rows_right += whole
         if len(report.examples) < 5:
             report.examples.append({"first_turn": first, "reply": finals[index], "gold": demo.meta["answer"]})
+    return report
+
+
+@dataclass
+class AssignmentReport:
+    """Held-out wide tasks: the orchestrator's first turn, greedy (does it hand out the task's entities?)."""
+
+    tasks: int
+    assignments: int  # assign_task calls in the first turns
+    naming: int  # of them, prompts that contain one of the task's entity names
+    entities: int  # entities of the tasks
+    entities_assigned: int  # of them, named by some first-turn assignment of their task
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tasks": self.tasks,
+            "assignments_per_task": round(self.assignments / max(1, self.tasks), 2),
+            "assignments_naming_an_entity": round(self.naming / max(1, self.assignments), 4),
+            "entities_assigned_in_first_turn": round(self.entities_assigned / max(1, self.entities), 4),
+        }
+
+
+def assignment_scores(entities: list[str], first_turn: str) -> tuple[int, int, int]:
+    """``(assign_task calls, of them naming one of entities, entities named by some assignment)``
+    of an orchestrator's first turn (names compared case-insensitively)."""
+    _, calls = parse_tool_calls(first_turn)
+    prompts = [
+        str(c.arguments.get("prompt", "")).lower() for c in calls if isinstance(c, ToolCall) and c.name == ASSIGN_TASK
+    ]
+    names = [e.lower() for e in entities]
+    naming = sum(any(n in p for n in names) for p in prompts)
+    return len(prompts), naming, sum(any(n in p for p in prompts) for n in names)
+
+
+def evaluate_assignments(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int = 40, *, split: str = "val", seed: int = 0
+) -> AssignmentReport:
+    """Greedy first orchestrator turns on ``n`` held-out wide tasks of ``split``."""
+    from verl_parl.tasks.research.demos import heldout_orchestrations
+
+    demos = heldout_orchestrations(n, seed, split)
+    return asyncio.run(_evaluate_assignments(model, tokenizer, demos))
+
+
+async def _evaluate_assignments(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo]
+) -> AssignmentReport:
+    eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
+    engine = BatchedGenerator(model, eos_token_ids=eos, max_batch_size=64, max_model_len=2048, seed=0)
+    try:
+        prompts = [render_ids(tokenizer, d.first_prompt, d.tools, generation_prompt=True) for d in demos]
+        results = await asyncio.gather(
+            *(engine.generate(ids, SamplingParams(max_tokens=256, temperature=0.0)) for ids in prompts)
+        )
+    finally:
+        await engine.close()
+    report = AssignmentReport(len(demos), 0, 0, 0, 0)
+    for demo, result in zip(demos, results, strict=True):
+        entities = list(demo.meta["entities"])
+        calls, naming, assigned = assignment_scores(entities, tokenizer.decode(result.token_ids, skip_special_tokens=True))
+        report.assignments += calls
+        report.naming += naming
+        report.entities += len(entities)
+        report.entities_assigned += assigned
     return report
 
 

@@ -58,6 +58,7 @@ __all__ = [
     "SUBAGENT_PROMPTS",
     "DemoWorld",
     "demo_world",
+    "heldout_orchestrations",
     "heldout_row_lookups",
     "research_agent",
     "research_orchestrator",
@@ -282,8 +283,26 @@ def _results(texts: list[str]) -> list[Message]:
 
 def research_orchestrator(rng: random.Random) -> Demo:
     """``parl_swarm`` on a suite row: subagents per entity (parallel or serial), or one per deep chain."""
-    dw = demo_world()
-    kind = rng.choice((WIDE, WIDE, DEEP))
+    return _orchestration(demo_world(), rng, rng.choice((WIDE, WIDE, DEEP)))
+
+
+def heldout_orchestrations(n: int, seed: int = 0, split: str = "val") -> list[Demo]:
+    """``n`` wide orchestrator tasks over ``split``'s (held-out) entities whose question names every
+    entity (not ``wide_neighbours``): for measuring whether a checkpoint's assignments name the task's
+    entities (its turns are generated, not these)."""
+    dw = demo_world(seed, split)
+    rng = random.Random(f"{seed}/{split}/orchestrations")
+    demos: list[Demo] = []
+    for _ in range(_MAX_DRAWS * n):
+        if len(demos) == n:
+            return demos
+        demo = _orchestration(dw, rng, WIDE)
+        if demo.meta["task_type"] != "wide_neighbours":
+            demos.append(demo)
+    raise RuntimeError(f"only {len(demos)} of {n} held-out wide tasks name their entities in {_MAX_DRAWS * n} draws")
+
+
+def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
     task = _draw_task(dw, rng, kind)
     messages: list[Message] = [
         {"role": "system", "content": dataset.SYSTEM_PROMPTS["parl_swarm"]},
@@ -296,6 +315,7 @@ def research_orchestrator(rng: random.Random) -> Demo:
         "task_type": task.type,
         "task_kind": task.kind,
         "key": task.key,
+        "entities": [row[0] for row in task.rows] if kind == WIDE else [],
     }
     if kind == DEEP:
         assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _deep_prompt(task)})
