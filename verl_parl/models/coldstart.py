@@ -140,11 +140,19 @@ class ColdStartSpec:
 TASK_RECIPES: dict[str, dict[str, Any]] = {"arithmetic": {}, "research": {"steps": 500}}
 """Per-task changes to :class:`ColdStartSpec`'s defaults for the built-in tasks (the default run's recipe)."""
 
-READER_RECIPE: dict[str, Any] = {"base": READER_MODEL, "pretrain": PretrainSpec(), "steps": 400, "lr": 1.5e-3}
+READER_RECIPE: dict[str, Any] = {
+    "base": READER_MODEL,
+    "pretrain": PretrainSpec(),
+    "steps": 800,
+    "lr": 1.5e-3,
+    "demos_per_role": 1000,
+    "fresh_names": 0.8,
+}
 """Cold start from the pretrained reader (:mod:`verl_parl.models.pretrain`), at under a third of the
-from-scratch rate (5e-3 erased its copying). Not yet the default: measured on 40 held-out subagent
-lookups (greedy), its search query named the entity once (1/40) and no value was right, like the
-from-scratch model (0/40); see docs/cpu.md."""
+from-scratch rate (5e-3 erased its copying), on demonstrations most of which carry fresh entity names
+(remembered names cannot answer them). Not yet the default: measured greedy on 40 held-out subagent
+lookups, its search query names the entity in 27 of them and 23% of the row values are right (the
+from-scratch model: 0 and 0); whole held-out tasks still score 0 (docs/cpu.md)."""
 
 
 def default_spec(task: str, *, reader: bool = False) -> ColdStartSpec:

@@ -130,3 +130,15 @@ def test_separator_characters_in_fields_do_not_break_the_store(tmp_path: Path) -
     build_index(write_corpus(tmp_path / "c.jsonl", rows), tmp_path / "idx")
     (hit,) = LocalIndex(tmp_path / "idx").search("separator", 1)
     assert (hit.docid, hit.title, hit.text) == ("s1", "a b", "unit separator inside")
+
+
+def test_hits_of_equal_score_come_back_in_corpus_order_in_every_build(tmp_path: Path) -> None:
+    # 400 documents with the same text score the same for any query; a build with several indexing
+    # threads spread them over segments by timing, and the tie order changed between builds.
+    rows = [{"docid": f"d{i}", "title": "Saint-Denis", "text": "a town of the island", "url": ""} for i in range(400)]
+    corpus = write_corpus(tmp_path / "c.jsonl", rows)
+    orders = []
+    for build in range(3):
+        build_index(corpus, tmp_path / f"idx{build}")
+        orders.append([hit.docid for hit in LocalIndex(tmp_path / f"idx{build}").search("Saint-Denis", 400)])
+    assert orders[0] == orders[1] == orders[2] == [f"d{i}" for i in range(400)]

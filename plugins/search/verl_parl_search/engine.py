@@ -137,7 +137,9 @@ def build_index(
 
     _prepare_dir(index_dir, overwrite)
     index = tantivy.Index(_schema(), path=str(index_dir))
-    writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=0)
+    # One indexing thread: with several, documents land in segments by timing, and hits of equal score
+    # come back in a different order from one build of the same corpus to the next.
+    writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=1)
     try:
         count = _write_documents(writer, read_corpus(corpus, on_bytes), index_dir)
         writer.commit()
