@@ -264,3 +264,15 @@ def test_assignment_scores_by_hand() -> None:
     assert assignment_scores(["Porto", "Aden", "Gent"], turn) == (3, 2, 2)
     assert assignment_scores(["Porto"], "no calls at all") == (0, 0, 0)
     assert assignment_scores(["Porto"], assign("Porto") + '<tool_call>\n{"name": "create_subagent"') == (1, 1, 1)
+
+
+def test_the_package_ships_the_readers_research_cold_start() -> None:
+    pytest.importorskip("verl_parl_search")
+    from verl_parl.models.coldstart import default_spec, shipped_name
+
+    spec = default_spec("research", reader=True)
+    digest = spec.digest(spec.demos())
+    assert shipped.matches(shipped.SHIPPED_ROOT / shipped_name("research"), digest), (
+        "verl_parl/models/weights/coldstart-research does not hold READER_RECIPE's checkpoint: "
+        "rebuild it with `python -m verl_parl.models coldstart --task research --reader --rebuild --ship`"
+    )
