@@ -258,7 +258,8 @@ def test_assignment_scores_by_hand() -> None:
     from verl_parl.models.coldstart_eval import assignment_scores
 
     def assign(prompt: str) -> str:
-        return '<tool_call>\n{"name": "assign_task", "arguments": {"agent": "finder", "prompt": "%s"}}\n</tool_call>' % prompt
+        call = {"name": "assign_task", "arguments": {"agent": "finder", "prompt": prompt}}
+        return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
     turn = assign("Find the area of Porto.") + assign("Find the area of the city.") + assign("area of ADEN")
     assert assignment_scores(["Porto", "Aden", "Gent"], turn) == (3, 2, 2)

@@ -40,19 +40,31 @@ def gold_table(gold: Mapping[str, Any]) -> Table:
 
 
 def _table_spec(gold: Mapping[str, Any], judge: Any = None) -> TableSpec:
+    """The scoring options of a ``table`` ground truth; raises ``TableError`` naming a malformed one."""
     keys = gold.get("keys") or ()
+    if not isinstance(keys, str) and not (isinstance(keys, list | tuple) and all(isinstance(k, str) for k in keys)):
+        raise TableError(f"'keys' must be a column name or a list of them, got {keys!r}")
+    metrics, aliases = gold.get("metrics") or {}, gold.get("aliases") or {}
+    if not isinstance(metrics, Mapping) or not all(isinstance(m, str) for m in metrics.values()):
+        raise TableError(f"'metrics' must map columns to metric names, got {metrics!r}")
+    if not isinstance(aliases, Mapping) or not all(isinstance(v, list | tuple) for v in aliases.values()):
+        raise TableError(f"'aliases' must map columns to lists of other names, got {aliases!r}")
+    try:
+        number_rel_tol, date_tol_days = float(gold.get("number_rel_tol", 0.01)), int(gold.get("date_tol_days", 0))
+    except (TypeError, ValueError) as exc:
+        raise TableError(f"'number_rel_tol' and 'date_tol_days' must be numbers ({exc})") from None
     cells = None
-    if "llm" in dict(gold.get("metrics") or {}).values():
+    if "llm" in dict(metrics).values():
         from verl_parl.rewards.judge import cell_judge, judge_from_env
 
         cells = cell_judge(judge or judge_from_env())
     return TableSpec(
         judge=cells,
-        keys=(keys,) if isinstance(keys, str) else tuple(str(k) for k in keys),
-        metrics=dict(gold.get("metrics") or {}),
-        aliases={str(k): tuple(v) for k, v in dict(gold.get("aliases") or {}).items()},
-        number_rel_tol=float(gold.get("number_rel_tol", 0.01)),
-        date_tol_days=int(gold.get("date_tol_days", 0)),
+        keys=(keys,) if isinstance(keys, str) else tuple(keys),
+        metrics=dict(metrics),
+        aliases={str(k): tuple(v) for k, v in dict(aliases).items()},
+        number_rel_tol=number_rel_tol,
+        date_tol_days=date_tol_days,
     )
 
 
@@ -65,10 +77,10 @@ def table_scorer(
     if not isinstance(ground_truth, Mapping):
         gold["csv"] = str(ground_truth)
     try:
-        table = gold_table(gold)
+        table, spec = gold_table(gold), _table_spec(gold, judge)
     except TableError as exc:
         return {"score": 0.0, "item_f1": 0.0, "row_f1": 0.0, "success": 0.0, "reason": str(exc)}
-    result = score_table_answer(extract_answer(solution_str), table, _table_spec(gold, judge))
+    result = score_table_answer(extract_answer(solution_str), table, spec)
     return {
         "score": result.item_f1,
         "item_f1": result.item_f1,

@@ -129,7 +129,10 @@ def parse_markdown_table(text: str) -> tuple[Table, list[str]]:
 
 def read_csv_table(text: str) -> Table:
     """A gold table from CSV text (first row is the header)."""
-    rows = [row for row in csv.reader(io.StringIO(text)) if row]
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text, newline="")) if row]
+    except csv.Error as exc:
+        raise TableError(f"gold table is not valid CSV ({exc})") from None
     if not rows:
         raise TableError("gold table is empty")
     header = tuple(c.strip() for c in rows[0])

@@ -39,6 +39,9 @@ def _golds(ground_truth: Any) -> list[str]:
     return [str(ground_truth)]
 
 
+_NO_GOLD = {"score": 0.0, "acc": 0.0, "reason": "the ground truth lists no gold answer"}
+
+
 def exact_match(prediction: str, gold: str) -> float:
     """1.0 when the normalised strings are equal, else 0.0."""
     return float(normalize_answer(prediction) == normalize_answer(gold))
@@ -60,15 +63,18 @@ def exact_match_scorer(
     solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Registered scorer ``exact_match``: best exact match over the gold strings."""
-    answer = extract_answer(solution_str)
-    score = max(exact_match(answer, g) for g in _golds(ground_truth))
+    answer, golds = extract_answer(solution_str), _golds(ground_truth)
+    if not golds:
+        return dict(_NO_GOLD)
+    score = max(exact_match(answer, g) for g in golds)
     return {"score": score, "acc": score}
 
 
 def token_f1_scorer(solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Registered scorer ``token_f1``: best token F1 over the gold strings (``acc`` is exact match)."""
-    answer = extract_answer(solution_str)
-    golds = _golds(ground_truth)
+    answer, golds = extract_answer(solution_str), _golds(ground_truth)
+    if not golds:
+        return dict(_NO_GOLD)
     return {
         "score": max(token_f1(answer, g) for g in golds),
         "acc": max(exact_match(answer, g) for g in golds),
