@@ -154,7 +154,11 @@ def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values(
             entity = fresh.meta["entity"]
             assert entity != demo.meta["entity"]
             query = fresh.messages[2]["tool_calls"][0]["function"]["arguments"]["queries"][0]
-            assert query == f" {entity}" and entity in fresh.messages[1]["content"] and entity in fresh.messages[3]["content"]
+            assert (
+                query == f" {entity}"
+                and entity in fresh.messages[1]["content"]
+                and entity in fresh.messages[3]["content"]
+            )
             assert fresh.meta["answer"] == fresh.messages[-1]["content"]
 
 

@@ -340,7 +340,9 @@ async def _evaluate_assignments(
     report = AssignmentReport(len(demos), 0, 0, 0, 0)
     for demo, result in zip(demos, results, strict=True):
         entities = list(demo.meta["entities"])
-        calls, naming, assigned = assignment_scores(entities, tokenizer.decode(result.token_ids, skip_special_tokens=True))
+        calls, naming, assigned = assignment_scores(
+            entities, tokenizer.decode(result.token_ids, skip_special_tokens=True)
+        )
         report.assignments += calls
         report.naming += naming
         report.entities += len(entities)

@@ -387,7 +387,9 @@ def made_up_name(rng: random.Random) -> str:
     """A pronounceable made-up place name (``"Krouvelam"``, ``"Ostia Bren"``), any capital first."""
 
     def word() -> str:
-        return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(rng.choice((2, 2, 3))))
+        return "".join(
+            rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(rng.choice((2, 2, 3)))
+        )
 
     words = [word() for _ in range(1 if rng.random() < 0.85 else 2)]
     return " ".join(w.capitalize() for w in words)
@@ -399,7 +401,11 @@ def _name_pattern(seed: int) -> tuple[re.Pattern[str], tuple[str, ...]]:
     training split's names (what a fresh name may be taken from)."""
     dw = demo_world(seed)
     countries = dw.world.countries.values()
-    names = {c.name for c in countries} | {c.capital for c in countries if c.capital} | {c.name for c in dw.world.cities.values()}
+    names = (
+        {c.name for c in countries}
+        | {c.capital for c in countries if c.capital}
+        | {c.name for c in dw.world.cities.values()}
+    )
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     train = tuple(sorted({c.name for c in dw.pool.countries} | {c.name for c in dw.pool.cities}))
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"), train
@@ -426,9 +432,7 @@ def with_fresh_names(demo: Demo, rng: random.Random, seed: int = 0) -> Demo:
     def rename(text: str) -> str:
         return pattern.sub(lambda m: fresh[m.group(0)], text)
 
-    return dataclasses.replace(
-        demo, messages=_map_strings(demo.messages, rename), meta=_map_strings(demo.meta, rename)
-    )
+    return dataclasses.replace(demo, messages=_map_strings(demo.messages, rename), meta=_map_strings(demo.meta, rename))
 
 
 def _map_strings(value: Any, fn: Any) -> Any:
