@@ -97,6 +97,26 @@ def test_page_samples_read_redrawn_training_pages(tokenizer: PreTrainedTokenizer
         assert asked and all(name in train_names and name not in heldout_names for name in asked)
 
 
+def test_row_samples_reply_with_the_headers_columns_read_from_the_pages(tokenizer: PreTrainedTokenizerBase) -> None:
+    pw = page_world(0)
+    rng = random.Random(2)
+    samples = [s for s in (page_sample(rng, tokenizer, pw, 2, max_pages=3, row_share=1.0) for _ in range(20)) if s]
+    assert len(samples) >= 15
+    for sample in samples:
+        text = tokenizer.decode(sample.input_ids)
+        pages, _, tasks = text.partition("\nFind ")
+        lines = ("Find " + tasks).splitlines()
+        prompts, rows = lines[0::2], lines[1::2]
+        assert rows and len(prompts) == len(rows)
+        assert "".join(_scored_spans(tokenizer, sample)).split() == " ".join(rows).split()  # the loss is on the rows
+        for prompt, row in zip(prompts, rows, strict=True):
+            header = prompt.partition("Reply with one table row: ")[2]
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            assert len(cells) == header.count("|") - 1  # one cell per column
+            assert cells[0] == prompt.partition(" of ")[2].partition(". Reply")[0] or f" of {cells[0]}." in prompt
+            assert all(cell in pages for cell in cells)  # every value is read from the listed pages
+
+
 def test_redrawn_facts_differ_from_the_real_ones() -> None:
     pw = page_world(0)
     country = pw.train.countries[0]
