@@ -109,6 +109,7 @@ class PretrainSpec:
     questions_per_page: int = 3
     max_pages: int = 4  # search hits in a page sample's context (1 to this many)
     gate_samples: int = 256
+    row_share: float = 0.0  # share of page samples answered with table rows instead of questions
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -143,7 +144,11 @@ class PretrainSpec:
         payload = {
             "version": PRETRAIN_VERSION,
             "base": self.base.digest(),
-            "spec": {k: v for k, v in dataclasses.asdict(self).items() if k != "base"},
+            "spec": {
+                k: v
+                for k, v in dataclasses.asdict(self).items()
+                if k != "base" and not (k == "row_share" and v == 0)  # digests from before it
+            },
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -308,6 +313,33 @@ def page_facts(world: Any, entity: Any, page_text: str) -> list[tuple[str, str]]
     return qa
 
 
+def page_cells(world: Any, entity: Any, page_text: str) -> list[tuple[Any, str]]:
+    """``(attribute, value as written)`` for every attribute of ``entity`` whose value the page writes."""
+    from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES
+
+    cells = []
+    for attribute in COUNTRY_ATTRIBUTES if hasattr(entity, "iso") else CITY_ATTRIBUTES:
+        value = attribute.value(world, entity)
+        if value is not None and (value := corpus.as_written(value, page_text)) in page_text:
+            cells.append((attribute, value))
+    return cells
+
+
+def _row_reply(
+    rng: random.Random, tokenizer: PreTrainedTokenizerBase, entity: Any, cells: list[Any]
+) -> list[tuple[list[int], list[int]]]:
+    """A subagent's row task in plain text: ``Find A and B of X. Reply with one table row: | noun | a | b |``
+    then the row ``| X | va | vb |`` (the loss on the row): which value comes next is given only by the
+    header's column order."""
+    chosen = rng.sample(cells, min(len(cells), rng.randint(1, 3)))
+    phrases = [a.phrase for a, _ in chosen]
+    wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
+    header = "| " + " | ".join(["country" if hasattr(entity, "iso") else "city", *(a.column for a, _ in chosen)]) + " |"
+    prompt = _encode(tokenizer, f"Find {wanted} of {entity.name}. Reply with one table row: {header}\n")
+    reply = _encode(tokenizer, "| " + " | ".join([entity.name, *(v for _, v in chosen)]) + " |\n")
+    return [(prompt, [0] * len(prompt)), (reply, [1] * len(reply))]
+
+
 def _page(world: Any, entity: Any, seed: int) -> dict[str, str]:
     make = corpus.country_page if hasattr(entity, "iso") else corpus.city_page
     return make(world, entity, seed)
@@ -320,6 +352,7 @@ def page_sample(
     n_questions: int,
     *,
     max_pages: int = 1,
+    row_share: float = 0.0,
 ) -> Sample | None:
     """One to ``max_pages`` training entities' pages (their facts redrawn, random phrasings) listed as
     search hits, then questions about facts of any of them: the reader must find the right page by the
@@ -333,6 +366,14 @@ def page_sample(
     if not qa:
         return None
     hits = "\n".join(corpus.search_hit(i + 1, page, rng.uniform(5, 40)) for i, (_, page) in enumerate(pages))
+    if rng.random() < row_share:  # table rows instead of questions (a subagent's reply to a row task)
+        ids = _encode(tokenizer, hits + "\n")
+        mask = [0] * len(ids)
+        for entity, page in rng.sample(pages, min(n_questions, len(pages))):
+            cells = page_cells(pw.world, entity, page["text"])
+            for part, part_mask in _row_reply(rng, tokenizer, entity, cells) if cells else []:
+                ids, mask = ids + part, mask + part_mask
+        return Sample("pages", ids, mask) if any(mask) else None
     return _qa_sample("pages", tokenizer, hits, rng.sample(qa, min(n_questions, len(qa))))
 
 
@@ -392,7 +433,14 @@ class Curriculum:
         if self._pages is None:
             self._pages = page_world(spec.seed)
         for _ in range(_MAX_PAGE_DRAWS):
-            sample = page_sample(rng, self.tokenizer, self._pages, spec.questions_per_page, max_pages=spec.max_pages)
+            sample = page_sample(
+                rng,
+                self.tokenizer,
+                self._pages,
+                spec.questions_per_page,
+                max_pages=spec.max_pages,
+                row_share=spec.row_share,
+            )
             if sample is not None:
                 return sample
         raise RuntimeError(f"no training page with a fact to ask about in {_MAX_PAGE_DRAWS} draws")
