@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
+
 if TYPE_CHECKING:
     from verl_parl.rewards.config import ParlRewardConfig
 
@@ -142,14 +144,18 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     raw = OmegaConf.to_container(section, resolve=True)
     assert isinstance(raw, dict)
     raw.pop("_target_", None)
+    shape = _shape_errors(raw)
     embedded = raw.pop("embedded", {}) or {}
     embedded.pop("_target_", None)
     reward = raw.pop("reward", {}) or {}
     errors = _unknown_keys("parl", raw, ParlConfig) + _unknown_keys("parl.embedded", embedded, EmbeddedTaskConfig)
     if errors:
-        raise ConfigError(errors)
+        raise ConfigError(shape + errors)
+    embedded_types = type_errors(EmbeddedTaskConfig, embedded, "parl.embedded")
+    top_types = type_errors(ParlConfig, {k: v for k, v in raw.items() if k not in SECTIONS}, "parl")
+    errors = shape + embedded_types + top_types
     try:
-        embedded_cfg = EmbeddedTaskConfig(**embedded)
+        embedded_cfg = EmbeddedTaskConfig(**embedded) if not embedded_types else EmbeddedTaskConfig()
     except ConfigError as exc:
         errors.extend(exc.errors)
         embedded_cfg = EmbeddedTaskConfig()
@@ -166,6 +172,8 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     except ConfigError as exc:
         errors.extend(exc.errors)
         reward_cfg = _reward_config({})
+    if top_types:  # ParlConfig's own checks assume its values' types
+        raise ConfigError(errors)
     try:
         parl = ParlConfig(**raw, embedded=embedded_cfg, reward=reward_cfg)
     except ConfigError as exc:
@@ -173,6 +181,28 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     if errors:
         raise ConfigError(errors)
     return parl
+
+
+SECTIONS = ("embedded", "swarm", "subagent", "context", "researcher", "tools", "reward")
+"""``parl``'s sections, each parsed by its component."""
+
+TOOL_LISTS = (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
+
+
+def _shape_errors(raw: dict[str, Any]) -> list[str]:
+    """Sections that are not mappings and tool lists that are not lists of names; each bad one is
+    replaced in ``raw`` by its default, so that the other sections are still checked."""
+    errors: list[str] = []
+    for section in SECTIONS:
+        if bad := mapping_errors(raw.get(section), f"parl.{section}"):
+            errors += bad
+            raw[section] = {}
+    for section, key in TOOL_LISTS:
+        value = (raw.get(section) or {}).get(key)
+        if bad := name_list_errors(value, f"parl.{section}.{key}"):
+            errors += bad
+            raw[section][key] = []
+    return errors
 
 
 def _context_errors(context: dict[str, Any], researcher: dict[str, Any]) -> list[str]:
@@ -193,7 +223,7 @@ def _tool_errors(raw: dict[str, Any]) -> list[str]:
 
     used = [
         (f"parl.{section}.{key}", name)
-        for section, key in (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
+        for section, key in TOOL_LISTS
         for name in ((raw.get(section) or {}).get(key) or [])
     ]
     tools = raw.get("tools") or {}

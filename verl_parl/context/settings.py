@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from verl_parl.context.policies import ContextPolicy
+from verl_parl.typecheck import mapping_errors, type_errors
 
 ROLES = ("agent", "subagent")
 SUMMARIZERS = ("frozen", "policy")
@@ -97,12 +98,18 @@ def parse_context(raw: dict[str, Any]) -> dict[str, ContextSettings]:
 def _parse(raw: dict[str, Any]) -> tuple[dict[str, ContextSettings], list[str]]:
     from verl_parl.config import did_you_mean
 
+    if bad := mapping_errors(raw, "parl.context"):
+        return {}, bad
     errors = [f"parl.context.{k}: unknown role{did_you_mean(k, ROLES)}" for k in raw if k not in ROLES]
     known = [f.name for f in fields(ContextSettings)]
     out: dict[str, ContextSettings] = {}
     for role in ROLES:
+        if bad := mapping_errors(raw.get(role), f"parl.context.{role}"):
+            errors += bad
+            continue
         section = dict(raw.get(role) or {})
         bad = [f"parl.context.{role}.{k}: unknown key{did_you_mean(k, known)}" for k in section if k not in known]
+        bad = bad or type_errors(ContextSettings, section, f"parl.context.{role}")
         if bad:
             errors += bad
             continue

@@ -8,6 +8,7 @@ from typing import Any
 from verl_parl.algos.nsc import BASELINES, STRATEGIES
 from verl_parl.rewards.parl_reward import FORMS, PARALLEL_KINDS
 from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
+from verl_parl.typecheck import mapping_errors, type_errors
 
 PREFIX = "parl.reward"
 
@@ -176,10 +177,16 @@ class ParlRewardConfig:
 
 
 def _schedule(raw: Any, key: str, errors: list[str]) -> ScheduleConfig:
+    if bad := mapping_errors(raw, key):
+        errors += bad
+        return _default_lambda()
     raw = dict(raw or {})
     raw.pop("_target_", None)
     known = {f.name for f in fields(ScheduleConfig)} - {"key"}
     errors += [f"{key}.{name}: unknown key" for name in raw if name not in known]
+    if bad := type_errors(ScheduleConfig, {k: v for k, v in raw.items() if k in known}, key):
+        errors += bad
+        return _default_lambda()
     try:
         return ScheduleConfig(**{k: v for k, v in raw.items() if k in known}, key=key)
     except ScheduleError as exc:
@@ -191,6 +198,8 @@ def _schedule(raw: Any, key: str, errors: list[str]) -> ScheduleConfig:
 
 def parse_reward_config(raw: dict[str, Any] | None) -> ParlRewardConfig:
     """A plain dict (``OmegaConf.to_container(cfg.parl.reward)``) → config; all errors in one exception."""
+    if bad := mapping_errors(raw, PREFIX):
+        raise RewardConfigError(bad)
     raw = dict(raw or {})
     raw.pop("_target_", None)
     errors: list[str] = []
@@ -204,7 +213,7 @@ def parse_reward_config(raw: dict[str, Any] | None) -> ParlRewardConfig:
     judge = _section(JudgeSettings, "judge", raw.pop("judge", None), errors)
     researcher = _section(ResearcherRewardConfig, "researcher", raw.pop("researcher", None), errors)
     credit = _section(CreditConfig, "credit", raw.pop("credit", None), errors)
-    top = _build(ParlRewardConfig, {k: v for k, v in raw.items() if k in known}, errors)
+    top = _build(ParlRewardConfig, {k: v for k, v in raw.items() if k in known}, errors, PREFIX)
     if errors:
         raise RewardConfigError(errors)
     assert isinstance(nsc, NscConfig) and isinstance(judge, JudgeSettings) and isinstance(top, ParlRewardConfig)
@@ -215,14 +224,20 @@ def parse_reward_config(raw: dict[str, Any] | None) -> ParlRewardConfig:
 def _section(cls: type, name: str, raw: Any, errors: list[str]) -> Any:
     """A nested dataclass section of ``parl.reward`` (``nsc``, ``judge``, ``researcher``, ``credit``); unknown keys
     are errors."""
+    if bad := mapping_errors(raw, f"{PREFIX}.{name}"):
+        errors += bad
+        return cls()
     raw = dict(raw or {})
     raw.pop("_target_", None)
     known = {f.name for f in fields(cls)}
     errors += [f"{PREFIX}.{name}.{key}: unknown key" for key in raw if key not in known]
-    return _build(cls, {k: v for k, v in raw.items() if k in known}, errors)
+    return _build(cls, {k: v for k, v in raw.items() if k in known}, errors, f"{PREFIX}.{name}")
 
 
-def _build(cls: type, values: dict[str, Any], errors: list[str]) -> Any:
+def _build(cls: type, values: dict[str, Any], errors: list[str], prefix: str) -> Any:
+    if bad := type_errors(cls, values, prefix):
+        errors += bad
+        return cls()
     try:
         return cls(**values)
     except RewardConfigError as exc:

@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.swarm.episode import SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
+from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
 
 SUBAGENT_MODES = ("dedicated", "external", "shared")
 SUBAGENT_ENGINES = ("hf", "vllm", "sglang")  # hf: our CPU server; vllm/sglang: verl rollout replicas
@@ -72,8 +73,15 @@ def parse_swarm(
     swarm, serving = dict(swarm), dict(serving)
     errors: list[str] = []
     sub = swarm.pop("subagent_limits", None) or {}
-    tools = {key: tuple(swarm.pop(key, None) or ()) for key in ("subagent_tools", "direct_tools")}
-    trace_fraction = float(swarm.pop("trace_fraction", 0.0))
+    if bad := mapping_errors(sub, "parl.swarm.subagent_limits"):
+        errors, sub = bad, {}
+    tools = {key: swarm.pop(key, None) or () for key in ("subagent_tools", "direct_tools")}
+    for key, names in tools.items():
+        errors += name_list_errors(names, f"parl.swarm.{key}")
+    tools = {key: tuple(names) if not name_list_errors(names, key) else () for key, names in tools.items()}
+    trace_fraction = swarm.pop("trace_fraction", 0.0)
+    if bad := type_errors(SwarmSettings, {"trace_fraction": trace_fraction}, "parl.swarm"):
+        errors, trace_fraction = errors + bad, 0.0
     if not 0.0 <= trace_fraction <= 1.0:
         errors.append(f"parl.swarm.trace_fraction: {trace_fraction} is not in [0, 1]")
     schedule_raw = serving.pop("schedule", None)
@@ -97,6 +105,7 @@ def parse_swarm(
     ):
         known = [f.name for f in fields(cls) if f.name != "subagent"]
         errors += [f"{key}.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
+        errors += type_errors(cls, raw, key)
         if errors:
             continue
         try:
