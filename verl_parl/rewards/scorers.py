@@ -39,12 +39,21 @@ def gold_table(gold: Mapping[str, Any]) -> Table:
     raise TableError("table ground truth needs 'csv' or 'columns' + 'rows'")
 
 
+def _listed(value: Any) -> Any:
+    """A numpy array (how pandas reads a parquet list) as a list; anything else unchanged; null as ``()``."""
+    if value is None:
+        return ()
+    return value.tolist() if hasattr(value, "tolist") and not isinstance(value, str) else value
+
+
 def _table_spec(gold: Mapping[str, Any], judge: Any = None) -> TableSpec:
     """The scoring options of a ``table`` ground truth; raises ``TableError`` naming a malformed one."""
-    keys = gold.get("keys") or ()
+    keys = _listed(gold.get("keys"))
     if not isinstance(keys, str) and not (isinstance(keys, list | tuple) and all(isinstance(k, str) for k in keys)):
         raise TableError(f"'keys' must be a column name or a list of them, got {keys!r}")
     metrics, aliases = gold.get("metrics") or {}, gold.get("aliases") or {}
+    if isinstance(aliases, Mapping):
+        aliases = {k: _listed(v) for k, v in aliases.items()}
     if not isinstance(metrics, Mapping) or not all(isinstance(m, str) for m in metrics.values()):
         raise TableError(f"'metrics' must map columns to metric names, got {metrics!r}")
     if not isinstance(aliases, Mapping) or not all(isinstance(v, list | tuple) for v in aliases.values()):
