@@ -16,17 +16,9 @@ import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from verl_parl.models import pretrain as pt
-from verl_parl.models import shipped
-from verl_parl.models.pretrain import (
-    PretrainSpec,
-    induction_sample,
-    lookup_sample,
-    mixture_at,
-    page_facts,
-    page_sample,
-    page_world,
-    scaled_phases,
-)
+from verl_parl.models import samples, shipped
+from verl_parl.models.pretrain import PretrainSpec, mixture_at, scaled_phases
+from verl_parl.models.samples import induction_sample, lookup_sample, page_facts, page_sample, page_world
 from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
 
 SMALL = TinyModelSpec(
@@ -121,7 +113,7 @@ def test_redrawn_facts_differ_from_the_real_ones() -> None:
     pw = page_world(0)
     country = pw.train.countries[0]
     rng = random.Random(0)
-    redrawn = [pt._redrawn(pw.world, country, rng) for _ in range(5)]
+    redrawn = [samples._redrawn(pw.world, country, rng) for _ in range(5)]
     assert all(r.name == country.name for r in redrawn)
     assert sum(r.population != country.population for r in redrawn) >= 4
 
@@ -129,7 +121,7 @@ def test_redrawn_facts_differ_from_the_real_ones() -> None:
 def test_page_facts_use_the_pages_own_writing() -> None:
     pw = page_world(0)
     country = pw.heldout.countries[0]
-    text = pt._page(pw.world, country, 0)["text"]
+    text = samples._page(pw.world, country, 0)["text"]
     facts = dict(page_facts(pw.world, country, text))
     assert facts and all(answer in text for answer in facts.values())
     assert any(q.startswith("What is the population of") for q in facts)
@@ -138,7 +130,7 @@ def test_page_facts_use_the_pages_own_writing() -> None:
 def test_heldout_questions_only_ask_about_heldout_entities() -> None:
     pw = page_world(0)
     heldout = {e.name for e in (*pw.heldout.countries, *pw.heldout.cities)}
-    questions = pt.heldout_questions(pw, 0, 64)
+    questions = samples.heldout_questions(pw, 0, 64)
     assert len(questions) == 64
     assert all(q.rsplit(" of ", 1)[1].rstrip("?") in heldout for _, q, _ in questions)
 

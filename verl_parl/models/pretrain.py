@@ -34,7 +34,6 @@ or ``python -m verl_parl.models pretrain``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
@@ -45,7 +44,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -53,8 +51,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from verl_parl.models import shipped as shipped_mod
 from verl_parl.models.lm import collate, lr_at
+from verl_parl.models.samples import (
+    PageWorld,
+    Sample,
+    heldout_questions,
+    induction_sample,
+    lookup_sample,
+    page_sample,
+    page_world,
+    qa_sample,
+)
 from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model, default_cache_dir, is_complete_build
-from verl_parl.tasks.research import corpus
 
 __all__ = [
     "PRETRAIN_VERSION",
@@ -185,217 +192,6 @@ def mixture_at(step: int, phases: Sequence[tuple[int, Sequence[float]]]) -> tupl
 # ----------------------------------------------------------------------------------------------- samples
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One training sequence: ``loss_mask[i]`` is 1 where ``input_ids[i]`` is predicted and scored."""
-
-    source: str
-    input_ids: list[int]
-    loss_mask: list[int]
-
-
-def induction_sample(rng: random.Random, token_ids: Sequence[int], length: int, span: int) -> Sample:
-    """``length`` random tokens in which ``span`` of them reappear at a random later offset.
-
-    The loss is on the copy's tokens after its first (a model that copies predicts each of them)."""
-    ids = [rng.choice(token_ids) for _ in range(length)]
-    source = rng.randrange(0, length - 3 * span + 1)
-    target = rng.randrange(source + 2 * span, length - span + 1)
-    ids[target : target + span] = ids[source : source + span]
-    mask = [0] * length
-    mask[target + 1 : target + span] = [1] * (span - 1)
-    return Sample("induction", ids, mask)
-
-
-_SYLLABLES = tuple(c + v for c in "bdfgklmnprstvz" for v in "aeiou")
-_FACT_KEYS = ("code", "capital", "population", "area", "currency", "colour", "river", "number")
-
-
-def _name(rng: random.Random) -> str:
-    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
-
-
-def _value(rng: random.Random, key: str) -> str:
-    if key in ("population", "area", "number"):
-        return str(rng.randint(10, 10 ** rng.randint(3, 8)))
-    if key == "code":
-        return "".join(rng.choice("ABCDEFGHIKLMNOPRSTUVZ") for _ in range(3))
-    return _name(rng)
-
-
-def _qa_sample(source: str, tokenizer: PreTrainedTokenizerBase, context: str, qa: list[tuple[str, str]]) -> Sample:
-    """``context``, then ``Question: q`` / ``Answer: a`` lines; the loss is on each answer and its newline."""
-    ids = list(_encode(tokenizer, context + "\n"))
-    mask = [0] * len(ids)
-    for question, answer in qa:
-        prompt = _encode(tokenizer, f"Question: {question}\nAnswer:")
-        reply = _encode(tokenizer, f" {answer}\n")
-        ids += prompt + reply
-        mask += [0] * len(prompt) + [1] * len(reply)
-    return Sample(source, ids, mask)
-
-
-def lookup_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, n_facts: int, n_questions: int) -> Sample:
-    """Made-up facts about made-up names, then questions about some of them (keys repeat across names)."""
-    facts = []
-    for _ in range(n_facts):
-        name, key = _name(rng), rng.choice(_FACT_KEYS)
-        facts.append((name, key, _value(rng, key)))
-    context = " ".join(f"The {key} of {name} is {value}." for name, key, value in facts)
-    asked = rng.sample(facts, min(n_questions, len(facts)))
-    return _qa_sample("lookup", tokenizer, context, [(f"What is the {key} of {name}?", v) for name, key, v in asked])
-
-
-@functools.lru_cache(maxsize=4096)
-def _encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-# ---------------------------------------------------------------------------------------------- pages
-
-
-@dataclass(frozen=True)
-class PageWorld:
-    """The research suite's world, split like the suite splits it: training and held-out entities."""
-
-    world: Any
-    train: Any  # tasks.Pool of the training countries and their cities
-    heldout: Any  # tasks.Pool of the validation and test countries and their cities
-
-
-@functools.lru_cache(maxsize=2)
-def page_world(seed: int = 0) -> PageWorld:
-    from verl_parl.tasks.research import dataset, source
-    from verl_parl.tasks.research.tasks import Pool
-
-    config = dataset.SuiteConfig(seed=seed)
-    world = source.load_world(config.cities_per_country)
-    pools = dataset.partition_countries(world, seed, config.entity_fractions, region_size=config.region_size)
-    return PageWorld(world, Pool.of(world, pools["train"]), Pool.of(world, (*pools["val"], *pools["test"])))
-
-
-def _redrawn(world: Any, entity: Any, rng: random.Random) -> Any:
-    """``entity`` with its facts redrawn (numbers, and names taken from other entities)."""
-    countries = list(world.countries.values())
-    if hasattr(entity, "iso"):
-        return dataclasses.replace(
-            entity,
-            capital=rng.choice(countries).capital or entity.capital,
-            population=rng.randint(1_000, 300_000_000),
-            area_km2=rng.randint(10, 10_000_000),
-            currency_code=rng.choice(countries).currency_code or entity.currency_code,
-            continent=rng.choice(countries).continent,
-            phone=str(rng.randint(1, 999)),
-        )
-    cities = list(world.cities.values())
-    return dataclasses.replace(
-        entity,
-        population=rng.randint(1_000, 20_000_000),
-        latitude=rng.uniform(-60, 70),
-        longitude=rng.uniform(-180, 180),
-        timezone=rng.choice(cities).timezone,
-    )
-
-
-def page_facts(world: Any, entity: Any, page_text: str) -> list[tuple[str, str]]:
-    """``(question, answer)`` for every attribute of ``entity`` whose value the page writes (as written)."""
-    from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES
-
-    attributes = COUNTRY_ATTRIBUTES if hasattr(entity, "iso") else CITY_ATTRIBUTES
-    qa = []
-    for attribute in attributes:
-        value = attribute.value(world, entity)
-        if value is None:
-            continue
-        value = corpus.as_written(value, page_text)
-        if value in page_text:
-            qa.append((f"What is {attribute.phrase} of {entity.name}?", value))
-    return qa
-
-
-def page_cells(world: Any, entity: Any, page_text: str) -> list[tuple[Any, str]]:
-    """``(attribute, value as written)`` for every attribute of ``entity`` whose value the page writes."""
-    from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES
-
-    cells = []
-    for attribute in COUNTRY_ATTRIBUTES if hasattr(entity, "iso") else CITY_ATTRIBUTES:
-        value = attribute.value(world, entity)
-        if value is not None and (value := corpus.as_written(value, page_text)) in page_text:
-            cells.append((attribute, value))
-    return cells
-
-
-def _row_reply(
-    rng: random.Random, tokenizer: PreTrainedTokenizerBase, entity: Any, cells: list[Any]
-) -> list[tuple[list[int], list[int]]]:
-    """A subagent's row task in plain text: ``Find A and B of X. Reply with one table row: | noun | a | b |``
-    then the row ``| X | va | vb |`` (the loss on the row): which value comes next is given only by the
-    header's column order."""
-    chosen = rng.sample(cells, min(len(cells), rng.randint(1, 3)))
-    phrases = [a.phrase for a, _ in chosen]
-    wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
-    header = "| " + " | ".join(["country" if hasattr(entity, "iso") else "city", *(a.column for a, _ in chosen)]) + " |"
-    prompt = _encode(tokenizer, f"Find {wanted} of {entity.name}. Reply with one table row: {header}\n")
-    reply = _encode(tokenizer, "| " + " | ".join([entity.name, *(v for _, v in chosen)]) + " |\n")
-    return [(prompt, [0] * len(prompt)), (reply, [1] * len(reply))]
-
-
-def _page(world: Any, entity: Any, seed: int) -> dict[str, str]:
-    make = corpus.country_page if hasattr(entity, "iso") else corpus.city_page
-    return make(world, entity, seed)
-
-
-def page_sample(
-    rng: random.Random,
-    tokenizer: PreTrainedTokenizerBase,
-    pw: PageWorld,
-    n_questions: int,
-    *,
-    max_pages: int = 1,
-    row_share: float = 0.0,
-) -> Sample | None:
-    """One to ``max_pages`` training entities' pages (their facts redrawn, random phrasings) listed as
-    search hits, then questions about facts of any of them: the reader must find the right page by the
-    entity's name, then the fact on it, at the context lengths of a subagent's conversation."""
-    entities: dict[str, Any] = {}
-    for _ in range(rng.randint(1, max_pages)):
-        entity = rng.choice(pw.train.countries) if rng.random() < 0.5 else rng.choice(pw.train.cities)
-        entities.setdefault(entity.name, _redrawn(pw.world, entity, rng))
-    pages = [(e, _page(pw.world, e, rng.randrange(1 << 30))) for e in entities.values()]
-    qa = [pair for entity, page in pages for pair in page_facts(pw.world, entity, page["text"])]
-    if not qa:
-        return None
-    hits = "\n".join(corpus.search_hit(i + 1, page, rng.uniform(5, 40)) for i, (_, page) in enumerate(pages))
-    if rng.random() < row_share:  # table rows instead of questions (a subagent's reply to a row task)
-        ids = _encode(tokenizer, hits + "\n")
-        mask = [0] * len(ids)
-        for entity, page in rng.sample(pages, min(n_questions, len(pages))):
-            cells = page_cells(pw.world, entity, page["text"])
-            for part, part_mask in _row_reply(rng, tokenizer, entity, cells) if cells else []:
-                ids, mask = ids + part, mask + part_mask
-        return Sample("pages", ids, mask) if any(mask) else None
-    return _qa_sample("pages", tokenizer, hits, rng.sample(qa, min(n_questions, len(qa))))
-
-
-def heldout_questions(pw: PageWorld, seed: int, limit: int, max_pages: int = 1) -> list[tuple[str, str, str]]:
-    """``(context, question, answer)`` over held-out entities' real pages (the corpus' own, ``seed``): the
-    page asked about among up to ``max_pages - 1`` other held-out pages, listed as search hits."""
-    rng = random.Random(f"{seed}/heldout")
-    entities = [*pw.heldout.countries, *pw.heldout.cities]
-    rng.shuffle(entities)
-    out = []
-    for entity in entities:
-        page = _page(pw.world, entity, seed)
-        others = [_page(pw.world, e, seed) for e in rng.sample(entities, rng.randint(0, max_pages - 1))]
-        listed = [p for p in others if p["title"] != entity.name]
-        listed.insert(rng.randint(0, len(listed)), page)
-        context = "\n".join(corpus.search_hit(i + 1, p, rng.uniform(5, 40)) for i, p in enumerate(listed))
-        for question, answer in page_facts(pw.world, entity, page["text"]):
-            out.append((context, question, answer))
-    rng.shuffle(out)
-    return out[:limit]
-
-
 # ------------------------------------------------------------------------------------------- training
 
 
@@ -522,7 +318,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     induction = [induction_sample(rng, token_ids, spec.induction_length, spec.induction_span) for _ in range(n)]
     lookups = [lookup_sample(rng, tokenizer, spec.facts_per_lookup, 1) for _ in range(n)]
     heldout = [
-        _qa_sample("pages", tokenizer, text, [(q, a)])
+        qa_sample("pages", tokenizer, text, [(q, a)])
         for text, q, a in heldout_questions(page_world(spec.seed), 0, n, spec.max_pages)
     ]
     pad = tokenizer.pad_token_id

@@ -40,13 +40,13 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
+
+from verl_parl.backends.cpu.batch import NO_TOP_K, Batch, GrowingLayer, sample_filtered, sample_plain
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -55,7 +55,6 @@ __all__ = ["BatchedGenerator", "EngineStats", "GenerationResult", "SamplingParam
 
 logger = logging.getLogger(__name__)
 
-_NO_TOP_K = 1 << 62  # "top-k off": larger than any vocabulary
 _thread_ids = itertools.count()
 
 
@@ -152,144 +151,6 @@ def _deliver(
         loop.call_soon_threadsafe(_resolve, future, result, error)
 
 
-def _pad_cols(t: torch.Tensor, width: int, value: float, *, left: bool = False) -> torch.Tensor:
-    """Pads a 2-D tensor with ``value`` to ``width`` columns."""
-    extra = width - t.shape[1]
-    if extra <= 0:
-        return t
-    return F.pad(t, (extra, 0) if left else (0, extra), value=value)
-
-
-def _left_pad_seq(kv: torch.Tensor, extra: int) -> torch.Tensor:
-    """Left-pads a ``[batch, heads, seq, dim]`` cache tensor with zeros along the sequence axis."""
-    return F.pad(kv, (0, 0, extra, 0)) if extra > 0 else kv
-
-
-class _GrowingLayer(DynamicLayer):
-    """A ``DynamicLayer`` that appends in place into buffers with spare room on the sequence axis.
-
-    ``DynamicLayer.update`` concatenates, i.e. copies the whole cache of the layer at every decode step. Here
-    ``keys`` / ``values`` are prefix views of larger buffers, reallocated only when full or when the engine has
-    replaced ``keys`` / ``values`` (merging, selecting or trimming rows), so a decode step writes one column.
-    """
-
-    def __init__(self, config: Any = None) -> None:
-        super().__init__(config)
-        self._views: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.is_initialized:  # prefill: keep the tensors as they are
-            self.lazy_initialization(key_states, value_states)
-            self.keys, self.values = key_states, value_states
-            return self.keys, self.values
-        length, end = self.keys.shape[-2], self.keys.shape[-2] + key_states.shape[-2]
-        views = self._views
-        if views is None or views[0] is not self.keys or views[1] is not self.values or self._capacity() < end:
-            room = end + max(64, end // 4)
-            self._buffers = (_with_room(self.keys, room), _with_room(self.values, room))
-        keys, values = self._buffers  # type: ignore[misc]
-        keys[:, :, length:end] = key_states
-        values[:, :, length:end] = value_states
-        self.keys, self.values = keys[:, :, :end], values[:, :, :end]
-        self._views = (self.keys, self.values)
-        return self.keys, self.values
-
-    def _capacity(self) -> int:
-        return self._buffers[0].shape[-2] if self._buffers is not None else 0
-
-
-def _with_room(t: torch.Tensor, room: int) -> torch.Tensor:
-    """A ``[batch, heads, room, dim]`` buffer whose first ``t.shape[-2]`` columns hold ``t``."""
-    buffer = t.new_empty((*t.shape[:2], room, t.shape[-1]))
-    buffer[:, :, : t.shape[-2]] = t
-    return buffer
-
-
-# Per-row tensors of a batch: name -> padding value for 2-D fields whose width differs between batches.
-_ROW_FIELDS_1D = ("last", "pos", "n_gen", "limit", "temp", "greedy", "top_k", "top_p")
-_ROW_FIELDS_2D = {"stop_ids": -1, "out_tok": 0, "out_lp": 0.0}
-
-
-@dataclass(eq=False)
-class _Batch:
-    """The rows decoded together: per-row tensors in ``reqs`` order, plus their KV cache and attention mask.
-
-    Invariant between steps: ``last[i]`` is the newest sampled token of row i, not yet fed to the model, and
-    ``pos[i]`` is its position == the number of real tokens of row i in the cache.
-    """
-
-    reqs: list[_Request]
-    last: torch.Tensor  # [B] long
-    pos: torch.Tensor  # [B] long
-    n_gen: torch.Tensor  # [B] long, tokens generated so far
-    limit: torch.Tensor  # [B] long
-    temp: torch.Tensor  # [B] float (1.0 for greedy rows)
-    greedy: torch.Tensor  # [B] bool
-    top_k: torch.Tensor  # [B] long (_NO_TOP_K when off)
-    top_p: torch.Tensor  # [B] float
-    stop_ids: torch.Tensor  # [B, K] long, -1 padded (eos ids + the row's stop ids)
-    out_tok: torch.Tensor  # [B, W] long, generated tokens
-    out_lp: torch.Tensor  # [B, W] float, their log-probs
-    cache: DynamicCache
-    mask: torch.Tensor  # [B, S] bool, S == cache length; False on padding
-    # summaries of the rows' sampling parameters, refreshed when rows join or leave
-    all_greedy: bool = True
-    any_greedy: bool = True
-    any_filter: bool = False
-    want_logprobs: bool = False
-    seeded: list[tuple[int, torch.Generator]] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.reqs)
-
-    def refresh(self, generators: dict[_Request, torch.Generator]) -> None:
-        params = [r.params for r in self.reqs]
-        self.all_greedy = all(p.greedy for p in params)
-        self.any_greedy = any(p.greedy for p in params)
-        self.any_filter = any(not p.greedy and (p.top_k > 0 or p.top_p < 1.0) for p in params)
-        self.want_logprobs = any(p.logprobs for p in params)
-        self.seeded = [(i, generators[r]) for i, r in enumerate(self.reqs) if r in generators and not r.params.greedy]
-
-    def layers(self) -> list[DynamicLayer]:
-        return self.cache.layers
-
-    def select(self, keep: list[int]) -> None:
-        """Keeps only the rows ``keep`` (in that order) and trims cache columns that are padding for all of them."""
-        index = torch.tensor(keep, dtype=torch.long)
-        self.reqs = [self.reqs[i] for i in keep]
-        for name in (*_ROW_FIELDS_1D, *_ROW_FIELDS_2D):
-            setattr(self, name, getattr(self, name).index_select(0, index))
-        self.cache.batch_select_indices(index)
-        self.mask = self.mask.index_select(0, index)
-        start = self.mask.shape[1] - int(self.pos.max()) if keep else 0
-        if start > 0:
-            for layer in self.layers():
-                layer.keys = layer.keys[:, :, start:]
-                layer.values = layer.values[:, :, start:]
-            self.mask = self.mask[:, start:]
-
-    def merge(self, other: _Batch) -> None:
-        """Appends ``other``'s rows; both caches are left-padded to the longer sequence length."""
-        seq = max(self.mask.shape[1], other.mask.shape[1])
-        pad_self, pad_other = seq - self.mask.shape[1], seq - other.mask.shape[1]
-        for mine, theirs in zip(self.layers(), other.layers(), strict=True):
-            mine.keys = torch.cat([_left_pad_seq(mine.keys, pad_self), _left_pad_seq(theirs.keys, pad_other)])
-            mine.values = torch.cat([_left_pad_seq(mine.values, pad_self), _left_pad_seq(theirs.values, pad_other)])
-        self.mask = torch.cat(
-            [_pad_cols(self.mask, seq, False, left=True), _pad_cols(other.mask, seq, False, left=True)]
-        )
-        for name in _ROW_FIELDS_1D:
-            setattr(self, name, torch.cat([getattr(self, name), getattr(other, name)]))
-        for name, value in _ROW_FIELDS_2D.items():
-            a, b = getattr(self, name), getattr(other, name)
-            width = max(a.shape[1], b.shape[1])
-            setattr(self, name, torch.cat([_pad_cols(a, width, value), _pad_cols(b, width, value)]))
-        self.reqs = self.reqs + other.reqs
-
-
 class BatchedGenerator:
     """Token-in/token-out generation with continuous batching on one worker thread.
 
@@ -340,7 +201,7 @@ class BatchedGenerator:
         self._waiting: deque[_Request] = deque()
         self._commands: deque[_Command] = deque()
         self._closed = False
-        self._batch: _Batch | None = None
+        self._batch: Batch | None = None
         self._row_generators: dict[_Request, torch.Generator] = {}
         self._true_col = torch.ones(max_batch_size, 1, dtype=torch.bool)
         self._thread = threading.Thread(target=self._worker, name=f"cpu-engine-{next(_thread_ids)}", daemon=True)
@@ -538,7 +399,7 @@ class BatchedGenerator:
                 self._batch.merge(batch)
                 self._batch.refresh(self._row_generators)
 
-    def _prefill(self, requests: list[_Request]) -> tuple[_Batch, torch.Tensor]:
+    def _prefill(self, requests: list[_Request]) -> tuple[Batch, torch.Tensor]:
         """One forward over the left-padded prompts; returns their batch and the logits of their last position."""
         lengths = [len(r.prompt) for r in requests]
         seq = max(lengths)
@@ -547,7 +408,7 @@ class BatchedGenerator:
         offsets = torch.arange(seq).unsqueeze(0) - (seq - lens).unsqueeze(1)
         mask = offsets >= 0
         cache = DynamicCache()
-        cache.layer_class_to_replicate = _GrowingLayer  # layers are created lazily, one per attention layer
+        cache.layer_class_to_replicate = GrowingLayer  # layers are created lazily, one per attention layer
         kwargs: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
         out = self.model(
             input_ids=input_ids,
@@ -557,7 +418,7 @@ class BatchedGenerator:
             use_cache=True,
             **kwargs,
         )
-        if not all(type(layer) is _GrowingLayer for layer in cache.layers):
+        if not all(type(layer) is GrowingLayer for layer in cache.layers):
             raise NotImplementedError("BatchedGenerator supports full-attention DynamicCache layers only")
         for r in requests:
             r.state = "running"
@@ -567,12 +428,12 @@ class BatchedGenerator:
 
     def _new_batch(
         self, requests: list[_Request], lens: torch.Tensor, cache: DynamicCache, mask: torch.Tensor
-    ) -> _Batch:
+    ) -> Batch:
         params = [r.params for r in requests]
         stops = [list(dict.fromkeys((*self.eos_token_ids, *p.stop_token_ids))) for p in params]
         width = max(1, *(len(s) for s in stops))
         limits = [r.limit for r in requests]
-        batch = _Batch(
+        batch = Batch(
             reqs=list(requests),
             last=torch.zeros(len(requests), dtype=torch.long),
             pos=lens.clone(),
@@ -580,7 +441,7 @@ class BatchedGenerator:
             limit=torch.tensor(limits, dtype=torch.long),
             temp=torch.tensor([1.0 if p.greedy else p.temperature for p in params], dtype=torch.float32),
             greedy=torch.tensor([p.greedy for p in params], dtype=torch.bool),
-            top_k=torch.tensor([p.top_k if p.top_k > 0 else _NO_TOP_K for p in params], dtype=torch.long),
+            top_k=torch.tensor([p.top_k if p.top_k > 0 else NO_TOP_K for p in params], dtype=torch.long),
             top_p=torch.tensor([p.top_p for p in params], dtype=torch.float32),
             stop_ids=torch.tensor([s + [-1] * (width - len(s)) for s in stops], dtype=torch.long),
             out_tok=torch.zeros(len(requests), max(limits), dtype=torch.long),
@@ -610,7 +471,7 @@ class BatchedGenerator:
         if not len(batch):
             self._batch = None
 
-    def _sample_and_record(self, batch: _Batch, logits: torch.Tensor) -> None:
+    def _sample_and_record(self, batch: Batch, logits: torch.Tensor) -> None:
         """Samples one token per row, records it, and lets finished rows leave the batch."""
         tokens, logprobs = self._sample(batch, logits)
         col = batch.n_gen.unsqueeze(1)
@@ -630,7 +491,7 @@ class BatchedGenerator:
         gone = set(rows)
         self._shrink([i for i in range(len(batch)) if i not in gone], batch)
 
-    def _shrink(self, keep: list[int], batch: _Batch | None = None) -> None:
+    def _shrink(self, keep: list[int], batch: Batch | None = None) -> None:
         batch = batch if batch is not None else self._batch
         assert batch is not None
         if len(keep) == len(batch):
@@ -643,7 +504,7 @@ class BatchedGenerator:
             if batch is self._batch:
                 self._batch = None
 
-    def _sample(self, batch: _Batch, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _sample(self, batch: Batch, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Vectorised per-row sampling; returns the tokens and (if any row asked) their log-probs."""
         if batch.all_greedy:
             tokens = logits.argmax(dim=-1)
@@ -654,11 +515,11 @@ class BatchedGenerator:
         uniform = torch.rand(len(batch), generator=self._generator)
         for row, generator in batch.seeded:
             uniform[row] = torch.rand(1, generator=generator)
-        sampled = _sample_filtered(logp, batch, uniform) if batch.any_filter else _sample_plain(logp, uniform)
+        sampled = sample_filtered(logp, batch, uniform) if batch.any_filter else sample_plain(logp, uniform)
         tokens = torch.where(batch.greedy, logits.argmax(dim=-1), sampled) if batch.any_greedy else sampled
         return tokens, logp.gather(1, tokens.unsqueeze(1)).squeeze(1)
 
-    def _finish_rows(self, batch: _Batch, rows: list[int], reasons: list[str]) -> None:
+    def _finish_rows(self, batch: Batch, rows: list[int], reasons: list[str]) -> None:
         counts = batch.n_gen[rows].tolist()
         tokens = batch.out_tok[rows].tolist()
         logprobs = batch.out_lp[rows].tolist()
@@ -694,31 +555,3 @@ def _prefill_groups(requests: list[_Request], max_tokens: int) -> list[list[_Req
         group.append(request)
         real += len(request.prompt)
     return [*groups, group] if group else groups
-
-
-def _inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
-    """Index of the first column whose cumulative (unnormalised) probability exceeds ``uniform * total``."""
-    cdf = probs.cumsum(dim=-1)
-    target = (uniform * cdf[:, -1]).unsqueeze(1)
-    return torch.searchsorted(cdf, target, right=True).squeeze(1)
-
-
-def _sample_plain(logp: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
-    index = _inverse_cdf(logp.exp(), uniform)
-    overflow = index >= logp.shape[1]  # ``uniform * total`` rounded up to ``total``: take the most likely token
-    return torch.where(overflow, logp.argmax(dim=-1), index) if bool(overflow.any()) else index
-
-
-def _sample_filtered(logp: torch.Tensor, batch: _Batch, uniform: torch.Tensor) -> torch.Tensor:
-    """Top-k then top-p (nucleus) filtering per row, then inverse-CDF sampling of what is kept."""
-    sorted_logp, order = logp.sort(dim=-1, descending=True, stable=True)
-    probs = sorted_logp.exp()
-    ranks = torch.arange(logp.shape[1]).unsqueeze(0)
-    keep = ranks < batch.top_k.unsqueeze(1)
-    probs = probs * keep
-    total = probs.sum(dim=-1, keepdim=True)
-    mass_before = (probs.cumsum(dim=-1) - probs) / total  # top-p over the top-k-renormalised distribution
-    keep &= (mass_before < batch.top_p.unsqueeze(1)) | (batch.top_p >= 1.0).unsqueeze(1)
-    probs = probs * keep
-    index = torch.minimum(_inverse_cdf(probs, uniform), keep.sum(dim=-1) - 1)
-    return order.gather(1, index.unsqueeze(1)).squeeze(1)
