@@ -17,6 +17,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_parl.errors import did_you_mean
+
 RESOLVER = "parl_asset"
 
 
@@ -140,8 +142,6 @@ def building(enabled: bool) -> Iterator[None]:
 def resolve_asset(name: str, _root_: DictConfig) -> Any:
     """OmegaConf resolver body: build (or find in the cache) asset ``name`` and return its path."""
     if name not in ASSETS:
-        from verl_parl.config import did_you_mean
-
         raise KeyError(f"unknown asset ${{{RESOLVER}:{name}}}{did_you_mean(name, ASSETS)}; known: {sorted(ASSETS)}")
     return ASSETS[name](_root_) if _building else None
 

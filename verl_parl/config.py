@@ -7,7 +7,6 @@ collects all of them so that one run shows every mistake at once, before any pro
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from verl_parl.errors import ConfigError, did_you_mean
 from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
 
 if TYPE_CHECKING:
@@ -25,14 +25,6 @@ if TYPE_CHECKING:
 EMBEDDED_TASKS = ("arithmetic", "research")
 EMBEDDED_AGENT_LOOPS = ("tool_agent", "parl_swarm", "researcher")
 PROFILES = ("cpu", "gpu")
-
-
-class ConfigError(ValueError):
-    """One or more config values are wrong; ``errors`` lists each, key first."""
-
-    def __init__(self, errors: list[str]) -> None:
-        self.errors = errors
-        super().__init__("invalid config:\n" + "\n".join(f"  - {e}" for e in errors))
 
 
 def _check(errors: list[str], ok: bool, message: str) -> None:
@@ -233,29 +225,6 @@ def _tool_errors(raw: dict[str, Any]) -> list[str]:
 def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type) -> list[str]:
     known = [f.name for f in fields(cls)]
     return [f"{prefix}.{key}: unknown key{did_you_mean(key, known)}" for key in raw if key not in known]
-
-
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest known name, or an empty string."""
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def config_section(config: DictConfig | dict[str, Any] | None, key: str) -> dict[str, Any]:
-    """The section at dotted ``key`` as a plain resolved dict without ``_target_`` (``{}`` when absent).
-
-    Raises :class:`ConfigError` naming ``key`` when the section is not a mapping.
-    """
-    if config is None:
-        return {}
-    if not isinstance(config, DictConfig):
-        config = OmegaConf.create(config)
-    node = OmegaConf.select(config, key, default=None)
-    raw = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-    if not isinstance(raw, dict):
-        raise ConfigError([f"{key}: must be a mapping, got {type(raw).__name__}"])
-    raw.pop("_target_", None)
-    return raw
 
 
 # ---------------------------------------------------------------------------------------------------

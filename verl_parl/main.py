@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from verl_parl.errors import ConfigError
+
 CONFIG_MODULE = "verl_parl.configs"
 CONFIG_NAME = "parl_trainer"
 
@@ -99,7 +101,6 @@ def run(cfg: Any) -> None:
     from omegaconf import open_dict
 
     from verl_parl import console, launch
-    from verl_parl.config import ConfigError
 
     run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
     with open_dict(cfg):

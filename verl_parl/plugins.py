@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import importlib
 import importlib.metadata
 import json
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pluggy
 
 from verl_parl import hookspecs
+from verl_parl.errors import closest
 from verl_parl.plugin import NAME
 from verl_parl.registry import PluginError, Registries
 
@@ -204,8 +204,8 @@ def _check_pending(pm: pluggy.PluginManager) -> None:
             continue
         for impl in caller.get_hookimpls():
             if not impl.optionalhook:
-                close = difflib.get_close_matches(hook_name, known, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
+                close = closest(hook_name, known)
+                hint = f"; did you mean {close!r}?" if close else ""
                 problems.append(f"plugin {impl.plugin_name!r} implements unknown hook {hook_name!r}{hint}")
     if problems:
         raise InvalidHookError(problems)

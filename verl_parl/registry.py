@@ -15,9 +15,10 @@ bound to the registering plugin (:meth:`Registry.bind`) and records its name.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
+
+from verl_parl.errors import closest
 
 __all__ = [
     "ContextPolicySpec",
@@ -59,8 +60,7 @@ class UnknownNameError(PluginError, KeyError):
         self.kind = kind
         self.name = name
         self.known = known
-        close = difflib.get_close_matches(name, known, n=1)
-        self.suggestion = close[0] if close else None
+        self.suggestion = closest(name, known)
         hint = f"; did you mean {self.suggestion!r}?" if self.suggestion else "."
         listing = f"Known {kind} names: {', '.join(known)}." if known else f"No {kind} is registered."
         super().__init__(f"unknown {kind} {name!r}{hint} {listing}")

@@ -24,8 +24,9 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_parl.frozen import frozen_group_metrics
-from verl_parl.frozen.schedule import FrozenGroupSchedule, frozen_schedule
+from verl_parl.frozen.schedule import FrozenGroupSchedule
 from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
+from verl_parl.swarm.config import frozen_schedule
 
 TRAINER_MODE = "parl_sync"
 FIELD_PREFIX = "parl_"

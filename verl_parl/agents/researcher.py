@@ -29,6 +29,7 @@ from verl_parl.context.policies import RewriteContext
 from verl_parl.context.segments import Episode, SegmentedAgentLoop
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
+from verl_parl.errors import ConfigError, config_section, did_you_mean
 from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.swarm.subagent import assistant_message
 from verl_parl.tools.config import runtimes, tool_settings
@@ -51,7 +52,6 @@ class ResearcherSettings:
 
 def parse_researcher(raw: dict[str, Any]) -> ResearcherSettings:
     """``parl.researcher`` dict -> settings; unknown keys and bad values in one ConfigError."""
-    from verl_parl.config import ConfigError, did_you_mean
 
     known = [f.name for f in fields(ResearcherSettings)]
     errors = [f"parl.researcher.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
@@ -64,7 +64,6 @@ def parse_researcher(raw: dict[str, Any]) -> ResearcherSettings:
 
 
 def researcher_settings(config: DictConfig) -> ResearcherSettings:
-    from verl_parl.config import config_section
 
     raw = config_section(config, "parl.researcher")
     return parse_researcher(raw)

@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from verl_parl.context.policies import ContextPolicy
+from verl_parl.errors import ConfigError, config_section, did_you_mean
 from verl_parl.typecheck import mapping_errors, type_errors
 
 ROLES = ("agent", "subagent")
@@ -87,7 +88,6 @@ class ContextSettings:
 
 def parse_context(raw: dict[str, Any]) -> dict[str, ContextSettings]:
     """``parl.context`` dict -> settings per role; every problem in one ConfigError."""
-    from verl_parl.config import ConfigError
 
     settings, errors = _parse(raw)
     if errors:
@@ -96,7 +96,6 @@ def parse_context(raw: dict[str, Any]) -> dict[str, ContextSettings]:
 
 
 def _parse(raw: dict[str, Any]) -> tuple[dict[str, ContextSettings], list[str]]:
-    from verl_parl.config import did_you_mean
 
     if bad := mapping_errors(raw, "parl.context"):
         return {}, bad
@@ -153,7 +152,6 @@ def context_errors(raw: dict[str, Any]) -> list[str]:
 
 def context_settings(config: DictConfig) -> dict[str, ContextSettings]:
     """Settings from the trainer config's ``parl.context`` (``none`` for both roles when absent)."""
-    from verl_parl.config import config_section
 
     raw = config_section(config, "parl.context")
     return parse_context(raw)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from verl_parl.swarm.prompts import render_ids
 
 if TYPE_CHECKING:
-    from verl_parl.swarm.subagent import GenerateBackend
+    from verl_parl.swarm.backend import GenerateBackend
 
 
 def make_summarizer(

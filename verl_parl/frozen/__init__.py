@@ -9,44 +9,17 @@ With ``parl.subagent.engine`` vllm/sglang the group is verl rollout replicas own
 
 from __future__ import annotations
 
-import itertools
 import logging
-from typing import Any
-from uuid import uuid4
+from typing import TYPE_CHECKING, Any
 
-from verl_parl.swarm.config import SubagentServing
+from verl_parl.frozen.backends import ActorBackend, SharedBackend
+
+if TYPE_CHECKING:
+    from verl_parl.swarm.config import SubagentServing
 
 logger = logging.getLogger(__name__)
 
 FROZEN_ACTOR_PREFIX = "parl_frozen_"
-
-
-class SharedBackend:
-    """Generation on the live policy server: shared-mode subagents (an ablation: NOT frozen), summaries."""
-
-    def __init__(self, server_manager: Any) -> None:
-        self.server_manager = server_manager
-
-    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
-        output = await self.server_manager.generate(
-            request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=sampling_params
-        )
-        return list(output.token_ids)
-
-
-class ActorBackend:
-    """Round-robin over named frozen server actors (``HFInferenceServer`` or any server with ``generate``)."""
-
-    def __init__(self, handles: list[Any]) -> None:
-        self.handles = handles
-        self._next = itertools.cycle(range(len(handles)))
-
-    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
-        handle = self.handles[next(self._next)]
-        output = await handle.generate.remote(
-            prompt_ids=prompt_ids, sampling_params=sampling_params, request_id=uuid4().hex
-        )
-        return list(output.token_ids)
 
 
 def dedicated_handles(serving: SubagentServing, default_max_tokens: int = 256) -> list[Any]:

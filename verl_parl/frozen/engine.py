@@ -171,7 +171,7 @@ class GroupBackend:
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
         if self._inner is None:
-            from verl_parl.frozen import ActorBackend
+            from verl_parl.frozen.backends import ActorBackend
 
             check_group(await self.actor.info.remote(), self.serving)
             handles = await self.actor.handles.remote()

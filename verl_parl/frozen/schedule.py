@@ -164,13 +164,3 @@ class FrozenGroupSchedule:
             self._handles = dedicated_handles(self.serving)
         ray.get([handle.load_checkpoint.remote(path) for handle in self._handles])
         return index
-
-
-def frozen_schedule(cfg: Any) -> FrozenGroupSchedule | None:
-    """The trainer config's schedule for the dedicated group, or None when ``parl.subagent.schedule`` is unset."""
-    stages = schedule_from_config(cfg)
-    if not stages:
-        return None
-    from verl_parl.swarm.config import swarm_settings
-
-    return FrozenGroupSchedule(stages, swarm_settings(cfg).subagent)

@@ -29,7 +29,6 @@ built-in task ``arithmetic`` has three roles, matching the agent loops that use 
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import json
 import random
@@ -37,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_parl.errors import did_you_mean
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks import arithmetic
 
@@ -110,20 +110,19 @@ class DemoSources:
     def get(self, task: str, role: str) -> DemoSource:
         roles = self._task(task)
         if role not in roles:
-            raise KeyError(f"unknown role {role!r} for task {task!r}{_hint(role, roles)}; known: {sorted(roles)}")
+            raise KeyError(
+                f"unknown role {role!r} for task {task!r}{did_you_mean(role, roles)}; known: {sorted(roles)}"
+            )
         return roles[role]
 
     def _task(self, task: str) -> dict[str, DemoSource]:
         if task not in self._sources and task in BUILTIN_DEMO_MODULES:  # registers itself on import
             importlib.import_module(BUILTIN_DEMO_MODULES[task])
         if task not in self._sources:
-            raise KeyError(f"no demonstrations for task {task!r}{_hint(task, self._sources)}; known: {self.tasks()}")
+            raise KeyError(
+                f"no demonstrations for task {task!r}{did_you_mean(task, self._sources)}; known: {self.tasks()}"
+            )
         return self._sources[task]
-
-
-def _hint(name: str, known: Any) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 BUILTIN_DEMO_MODULES = {"research": "verl_parl.tasks.research.demos"}

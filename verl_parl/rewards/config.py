@@ -45,6 +45,14 @@ class NscConfig:
             raise RewardConfigError(errors)
 
 
+CORRECTNESS_TEMPLATE = (
+    "You grade answers. Question:\n{question}\n\nReference answer:\n{gold}\n\nCandidate answer:\n{answer}\n\n"
+    "Is the candidate answer correct, i.e. equivalent to the reference? Reply with exactly one line: "
+    "VERDICT: CORRECT or VERDICT: INCORRECT."
+)
+TEMPLATES = {"correctness": CORRECTNESS_TEMPLATE}
+"""The LLM judge's prompt templates by name (``parl.reward.judge.template``); see :mod:`verl_parl.rewards.judge`."""
+
 JUDGE_BACKENDS = ("none", "external", "frozen")
 
 
@@ -69,8 +77,6 @@ class JudgeSettings:
     api_key_env: str = "OPENAI_API_KEY"
 
     def __post_init__(self) -> None:
-        from verl_parl.rewards.judge import TEMPLATES
-
         k, errors = f"{PREFIX}.judge", []
         if self.backend not in JUDGE_BACKENDS:
             errors.append(f"{k}.backend: {self.backend!r} is not one of {JUDGE_BACKENDS}")

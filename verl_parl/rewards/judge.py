@@ -27,22 +27,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import uuid4
 
+from verl_parl.rewards.config import TEMPLATES, JudgeSettings
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.table import CellJudge
 from verl_parl.rewards.text_match import extract_answer
-
-if TYPE_CHECKING:
-    from verl_parl.rewards.config import JudgeSettings
-
-CORRECTNESS_TEMPLATE = (
-    "You grade answers. Question:\n{question}\n\nReference answer:\n{gold}\n\nCandidate answer:\n{answer}\n\n"
-    "Is the candidate answer correct, i.e. equivalent to the reference? Reply with exactly one line: "
-    "VERDICT: CORRECT or VERDICT: INCORRECT."
-)
-TEMPLATES = {"correctness": CORRECTNESS_TEMPLATE}
 
 _VERDICT = re.compile(r"VERDICT:\s*(CORRECT|INCORRECT)\b", re.IGNORECASE)
 _SCORE = re.compile(r"SCORE:\s*([01](?:\.\d+)?)\b", re.IGNORECASE)

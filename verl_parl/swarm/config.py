@@ -7,6 +7,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_parl.errors import ConfigError, config_section, did_you_mean
+from verl_parl.frozen.schedule import FrozenGroupSchedule, schedule_from_config
 from verl_parl.swarm.episode import SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
 from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
@@ -41,8 +43,6 @@ class SubagentServing:
         if self.instances < 1:
             raise ValueError("parl.subagent.instances: must be at least 1")
         if self.mode == "dedicated" and self.engine is not None and self.engine not in SUBAGENT_ENGINES:
-            from verl_parl.config import did_you_mean
-
             raise ValueError(
                 f"parl.subagent.engine: {self.engine!r} is not one of {SUBAGENT_ENGINES}"
                 f"{did_you_mean(self.engine, SUBAGENT_ENGINES)}"
@@ -68,7 +68,6 @@ def parse_swarm(
 
     A null ``parl.subagent.engine`` becomes ``default_engine`` (the policy's rollout name) when given.
     """
-    from verl_parl.config import ConfigError, did_you_mean
 
     swarm, serving = dict(swarm), dict(serving)
     errors: list[str] = []
@@ -131,10 +130,17 @@ def _schedule_engine_errors(has_schedule: bool, engine: str | None) -> list[str]
 
 def swarm_settings(config: DictConfig) -> SwarmSettings:
     """Settings from the trainer config's ``parl.swarm`` / ``parl.subagent`` (defaults when absent)."""
-    from verl_parl.config import config_section
 
     default_model = OmegaConf.select(config, "actor_rollout_ref.model.path")
     default_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
     return parse_swarm(
         config_section(config, "parl.swarm"), config_section(config, "parl.subagent"), default_model, default_engine
     )
+
+
+def frozen_schedule(cfg: Any) -> FrozenGroupSchedule | None:
+    """The trainer config's schedule for the dedicated group, or None when ``parl.subagent.schedule`` is unset."""
+    stages = schedule_from_config(cfg)
+    if not stages:
+        return None
+    return FrozenGroupSchedule(stages, swarm_settings(cfg).subagent)

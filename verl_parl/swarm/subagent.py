@@ -10,21 +10,16 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.context.summarizer import make_summarizer
+from verl_parl.swarm.backend import GenerateBackend
 from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.swarm.prompts import PromptBuilder
 from verl_parl.tools.base import Tool
 from verl_parl.tools.runtime import ToolBox
-
-
-class GenerateBackend(Protocol):
-    """Where a subagent generates: token ids in, token ids (or already decoded text) out."""
-
-    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int] | str: ...
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ from typing import Any
 
 import jsonschema
 
+from verl_parl.errors import did_you_mean
 from verl_parl.testing.session_contract import AfterClose, SessionChecks, broken_calls, refused
 from verl_parl.tools.base import Tool, ToolError, is_session_tool
 from verl_parl.tools.runtime import ToolLimits, ToolRuntime, validate_arguments
@@ -182,10 +183,7 @@ def _check_property(where: str, prop: Any, *, top: bool = False) -> list[str]:
 
 
 def _hint(key: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(key, sorted(_SCHEMA_KEYWORDS), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(key, sorted(_SCHEMA_KEYWORDS))
 
 
 def check_tool(

@@ -23,6 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from verl_parl.errors import ConfigError, config_section, did_you_mean
 from verl_parl.tools.runtime import DEFAULT_LIMITS, ToolLimits, ToolRuntime
 
 KEYS = ("options", "timeout_s", "max_concurrency", "max_output_chars")
@@ -37,7 +38,6 @@ class ToolSettings:
 def parse_tools(raw: dict[str, Any]) -> tuple[dict[str, ToolSettings], list[str]]:
     """``parl.tools`` dict -> settings per tool name, and every problem found (tool names are checked
     against the registry by :func:`tool_errors`)."""
-    from verl_parl.config import did_you_mean
 
     settings: dict[str, ToolSettings] = {}
     errors: list[str] = []
@@ -79,13 +79,10 @@ def tool_errors(raw: dict[str, Any], used: list[str]) -> list[str]:
 
 
 def tool_settings(config: DictConfig) -> dict[str, ToolSettings]:
-    from verl_parl.config import config_section
 
     raw = config_section(config, "parl.tools")
     settings, errors = parse_tools(raw)
     if errors:
-        from verl_parl.config import ConfigError
-
         raise ConfigError(errors)
     return settings
 

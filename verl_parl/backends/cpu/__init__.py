@@ -11,9 +11,7 @@ import os
 
 __all__ = ["PLATFORM_NAME", "ROLLOUT_NAME", "activate", "cpu_selected"]
 
-PLATFORM_NAME = "cpu"
-ROLLOUT_NAME = "hf"
-ROLLOUT_ADAPTER = "verl_parl.backends.cpu.server.HFServerAdapter"
+from verl_parl.backends.cpu.names import PLATFORM_NAME, ROLLOUT_ADAPTER, ROLLOUT_NAME
 
 
 def cpu_selected() -> bool:

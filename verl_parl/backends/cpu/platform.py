@@ -18,7 +18,7 @@ import psutil
 import torch
 from verl.plugin.platform import PlatformBase
 
-from verl_parl.backends.cpu import PLATFORM_NAME
+from verl_parl.backends.cpu.names import PLATFORM_NAME
 
 
 def _noop(*_args: Any, **_kwargs: Any) -> None:

@@ -26,8 +26,8 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from verl_parl.backends.cpu import ROLLOUT_NAME
 from verl_parl.backends.cpu.engine import BatchedGenerator, SamplingParams
+from verl_parl.backends.cpu.names import ROLLOUT_NAME
 
 logger = logging.getLogger(__name__)
 

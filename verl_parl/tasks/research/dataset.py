@@ -21,7 +21,6 @@ same configuration finds the manifest, checks the files' hashes and returns with
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import random
@@ -31,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from verl_parl.errors import did_you_mean
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import source
 from verl_parl.tasks.research.tasks import ALIASES, METRICS, WIDE, Pool, Task, draw_tasks
@@ -110,7 +110,7 @@ def suite_errors(values: dict[str, Any]) -> list[str]:
     each naming its field, without building the config."""
     defaults = {f.name: f.default for f in dataclasses.fields(SuiteConfig)}
     unknown = [
-        f"{name}: unknown field{_did_you_mean(name, defaults)}; known: {sorted(defaults)}"
+        f"{name}: unknown field{did_you_mean(name, defaults)}; known: {sorted(defaults)}"
         for name in values
         if name not in defaults
     ]
@@ -141,11 +141,6 @@ def suite_errors(values: dict[str, Any]) -> list[str]:
     if v["answer_metric"] not in ANSWER_METRICS:
         errors.append(f"answer_metric: {v['answer_metric']!r} is not one of {ANSWER_METRICS}")
     return errors
-
-
-def _did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def partition_countries(
