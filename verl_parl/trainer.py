@@ -172,9 +172,11 @@ class ParlSyncTrainer(PPOTrainerSync):
         return metrics
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
-        before_advantage(self, batch, metrics)
-        result = super()._compute_advantage(batch, metrics)
-        after_advantage(metrics)
+        context = before_advantage(self, batch, metrics)
+        try:
+            result = super()._compute_advantage(batch, metrics)
+        finally:
+            after_advantage(metrics, context)
         return result
 
     def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> Any:

@@ -21,17 +21,29 @@ def test_reinforce_nsc_is_in_verls_registry_and_broadcasts_advantages() -> None:
     fn = core_algos.get_adv_estimator_fn("reinforce_nsc")
     rewards = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]])
     mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 0]])
-    verl_estimator.CONTEXT.nsc = NscConfig()
-    verl_estimator.CONTEXT.infra_failed = [False, False, True]
-    adv, returns = fn(token_level_rewards=rewards, response_mask=mask, index=np.array(["a", "a", "a"]), config=None)
+    context = verl_estimator.EstimatorContext(nsc=NscConfig(), size=3, infra_failed=[False, False, True])
+    verl_estimator.bind(core_algos, context)
+    try:
+        fn = core_algos.get_adv_estimator_fn("reinforce_nsc")
+        adv, returns = fn(token_level_rewards=rewards, response_mask=mask, index=np.array(["a"] * 3), config=None)
+    finally:
+        verl_estimator.unbind(core_algos)
     # baseline over the two valid samples = 0.5; the infra-failed one gets 0
     assert adv.tolist() == [[0.5, 0.5, 0.0], [-0.5, -0.5, -0.5], [0.0, 0.0, 0.0]]
     assert torch.equal(adv, returns)
-    metrics = verl_estimator.pop_metrics()
-    assert metrics["parl/nsc/num_infra_failed"] == 1.0
-    assert metrics["parl/nsc/dropped_fraction"] == 0.0
-    assert verl_estimator.pop_metrics() == {}
-    verl_estimator.CONTEXT.infra_failed = None
+    assert context.metrics["parl/nsc/num_infra_failed"] == 1.0
+    assert context.metrics["parl/nsc/dropped_fraction"] == 0.0
+    assert core_algos.get_adv_estimator_fn("reinforce_nsc") is verl_estimator.compute_reinforce_nsc_advantage
+    verl_estimator.register(core_algos)  # idempotent, also while bound
+
+
+def test_a_context_built_for_another_batch_is_an_error_naming_the_sizes() -> None:
+    rewards, mask = torch.ones(2, 3), torch.ones(2, 3)
+    stale = verl_estimator.EstimatorContext(size=3, infra_failed=[False, False, True])
+    with pytest.raises(ValueError, match=r"batch of 2 samples \(it was built for 3; infra_failed has 3\)"):
+        verl_estimator.compute_reinforce_nsc_advantage(rewards, mask, context=stale)
+    adv, _ = verl_estimator.compute_reinforce_nsc_advantage(rewards, mask, index=["g", "g"])  # no context: defaults
+    assert adv.tolist() == [[0.0] * 3] * 2
 
 
 def test_reward_metrics_average_the_parl_terms() -> None:
@@ -199,19 +211,23 @@ def test_advantage_hooks_log_terms_and_feed_the_estimator(monkeypatch: pytest.Mo
     metrics: dict = {}
     batch = types.SimpleNamespace(keys=["0", "1"], partition_id="train")
 
-    before_advantage(trainer, batch, metrics)  # what the parl_sync trainer calls before verl's estimator
-    assert verl_estimator.CONTEXT.nsc == NscConfig(strategy="lowest", fraction=0.5)
-    assert verl_estimator.CONTEXT.infra_failed == [False, True]
-    assert verl_estimator.CONTEXT.step == 7
-    verl_estimator.CONTEXT.metrics = {"parl/nsc/dropped_fraction": 0.25}  # as the estimator leaves them
-    after_advantage(metrics)
+    from verl.trainer.ppo import core_algos
+
+    context = before_advantage(trainer, batch, metrics)  # what the parl_sync trainer calls before verl's estimator
+    assert context.nsc == NscConfig(strategy="lowest", fraction=0.5)
+    assert context.infra_failed == [False, True]
+    assert context.step == 7 and context.size == 2
+    bound = core_algos.get_adv_estimator_fn("reinforce_nsc")
+    assert bound.func is verl_estimator.compute_reinforce_nsc_advantage and bound.keywords == {"context": context}
+    context.metrics = {"parl/nsc/dropped_fraction": 0.25}  # as the estimator leaves them
+    after_advantage(metrics, context)
+    assert core_algos.get_adv_estimator_fn("reinforce_nsc") is verl_estimator.compute_reinforce_nsc_advantage
     assert metrics == {
         "parl/reward/r_perf": 0.5,
         "parl/lambda/parallel": 0.03,
         "parl/reward/infra_failed": 0.5,
         "parl/nsc/dropped_fraction": 0.25,
     }
-    verl_estimator.CONTEXT.nsc, verl_estimator.CONTEXT.infra_failed = NscConfig(), None
 
 
 def test_wrapper_stays_out_of_runs_that_use_neither() -> None:

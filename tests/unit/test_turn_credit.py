@@ -63,18 +63,17 @@ def test_estimator_decays_per_turn_with_the_trainer_context() -> None:
     from verl_parl.algos import verl_estimator
     from verl_parl.rewards.verl_hooks import episode_keys
 
-    ctx = verl_estimator.CONTEXT
-    saved = (ctx.gamma, ctx.episodes, ctx.first_turns, ctx.episode_turns)
-    try:
-        # episode u_0 (score 1): two segments of 1 and 2 turns; episode u_1 (score 0): one turn
-        ctx.gamma = 0.5
-        ctx.episodes = episode_keys(["u_0_0", "u_0_1", "u_1_0"])
-        ctx.first_turns, ctx.episode_turns = [0, 1, 0], [3, 3, 1]
-        rewards = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
-        mask = torch.tensor([[1, 1, 0], [1, 0, 1], [1, 0, 0]])
-        adv, returns = verl_estimator.compute_reinforce_nsc_advantage(rewards, mask, index=["u", "u", "u"])
-    finally:
-        ctx.gamma, ctx.episodes, ctx.first_turns, ctx.episode_turns = saved
+    # episode u_0 (score 1): two segments of 1 and 2 turns; episode u_1 (score 0): one turn
+    ctx = verl_estimator.EstimatorContext(
+        gamma=0.5,
+        size=3,
+        episodes=episode_keys(["u_0_0", "u_0_1", "u_1_0"]),
+        first_turns=[0, 1, 0],
+        episode_turns=[3, 3, 1],
+    )
+    rewards = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 1], [1, 0, 0]])
+    adv, returns = verl_estimator.compute_reinforce_nsc_advantage(rewards, mask, index=["u", "u", "u"], context=ctx)
     baseline = 0.5  # mean over the two episodes, not over the three samples
     expected = [[0.25 - baseline, 0.25 - baseline, 0.0], [0.5 - baseline, 0.0, 1.0 - baseline], [-baseline, 0.0, 0.0]]
     assert adv.flatten().tolist() == pytest.approx([v for row in expected for v in row])

@@ -1,10 +1,14 @@
 """``reinforce_nsc`` in verl's advantage-estimator registry, and the metrics it reports.
 
-verl calls ``fn(token_level_rewards, response_mask, index, config)`` with no global step, full config
-or per-sample metadata. :mod:`verl_parl.rewards.verl_hooks` wraps the trainer's
-``_compute_advantage`` to fill :data:`CONTEXT` (the ``parl.reward.nsc`` settings, the step, each
-sample's infra-failed flag) before the call and to merge :func:`pop_metrics` into the step's
-metrics after it. Without that wrapper (e.g. in a unit test) the defaults of :class:`NscConfig` apply.
+verl calls an estimator as ``fn(token_level_rewards, response_mask, index, config)``: no global step,
+no full config, no per-sample metadata. So the per-sample data travels explicitly: before each
+advantage computation :mod:`verl_parl.rewards.verl_hooks` builds an :class:`EstimatorContext` for that
+batch (the ``parl.reward.nsc`` settings, the step, and per sample: infra-failed flag, episode, turn
+placement) and :func:`bind` puts ``compute_reinforce_nsc_advantage(..., context=that)`` in verl's
+registry for the call; :func:`unbind` restores the plain function afterwards, and the context's
+``metrics`` hold what the estimator measured. A context whose per-sample lists do not have one entry
+per sample of the batch is an error naming both sizes (never a silent fallback). Called without a
+context (a unit test, or a trainer without the hook) the defaults of :class:`NscConfig` apply.
 
 With ``parl.reward.researcher.gamma`` set, the advantage is per turn (Kimi-Researcher's gamma decay,
 :mod:`verl_parl.algos.turns`); the turns of each sample come from the agent loop's
@@ -14,6 +18,7 @@ baseline.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,25 +34,29 @@ NAME = "reinforce_nsc"
 
 @dataclass
 class EstimatorContext:
-    """What the trainer wrapper tells the estimator about the batch it is about to process."""
+    """What the trainer hook tells the estimator about the one batch it is about to process."""
 
     nsc: NscConfig = field(default_factory=NscConfig)
     step: int = 0
+    size: int | None = None  # samples of the batch it describes (None: not built for a batch)
     infra_failed: list[bool] | None = None
     gamma: float | None = None  # parl.reward.researcher.gamma: per-turn decay of the advantage
     episodes: list[str] | None = None  # per sample: its episode (context segments share one)
     first_turns: list[int] | None = None  # per sample: turns of its episode before the sample's first
     episode_turns: list[int] | None = None  # per sample: its episode's number of turns (-1: unknown)
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)  # written by the estimator
 
-
-CONTEXT = EstimatorContext()
-
-
-def pop_metrics() -> dict[str, float]:
-    """Metrics of the last estimator call, cleared after reading."""
-    metrics, CONTEXT.metrics = CONTEXT.metrics, {}
-    return metrics
+    def check(self, batch: int) -> None:
+        """Raise ``ValueError`` naming the sizes when this context was built for another batch."""
+        lists = {"infra_failed": self.infra_failed, "episodes": self.episodes, "first_turns": self.first_turns}
+        lists["episode_turns"] = self.episode_turns
+        wrong = [f"{k} has {len(v)}" for k, v in lists.items() if v is not None and len(v) != batch]
+        if self.size is not None and self.size != batch:
+            wrong.insert(0, f"it was built for {self.size}")
+        if wrong:
+            raise ValueError(
+                f"reinforce_nsc: the reward context does not match the batch of {batch} samples ({'; '.join(wrong)})"
+            )
 
 
 def compute_reinforce_nsc_advantage(
@@ -55,6 +64,8 @@ def compute_reinforce_nsc_advantage(
     response_mask: torch.Tensor,
     index: Sequence[Hashable] | None = None,
     config: Any = None,
+    *,
+    context: EstimatorContext | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE advantages with negative-sample control, broadcast over response tokens.
@@ -63,15 +74,17 @@ def compute_reinforce_nsc_advantage(
         token_level_rewards: ``(B, L)``; the episode reward is the row sum.
         response_mask: ``(B, L)``.
         index: B group ids (verl's ``uid``); each sample is its own group when absent.
+        context: this batch's :class:`EstimatorContext` (bound by the trainer hook); defaults when None.
     Returns:
         ``(advantages, returns)``, both ``(B, L)`` and equal (REINFORCE has no critic).
     """
     scores = token_level_rewards.sum(dim=-1)
     batch = scores.shape[0]
+    ctx = context if context is not None else EstimatorContext()
+    ctx.check(batch)
     groups = list(index) if index is not None else list(range(batch))
-    flags = CONTEXT.infra_failed
-    failed = torch.tensor(flags, dtype=torch.bool) if flags is not None and len(flags) == batch else None
-    nsc = CONTEXT.nsc
+    failed = torch.tensor(ctx.infra_failed, dtype=torch.bool) if ctx.infra_failed is not None else None
+    nsc = ctx.nsc
     result = reinforce_nsc(
         scores,
         groups,
@@ -80,19 +93,19 @@ def compute_reinforce_nsc_advantage(
         strategy=nsc.strategy,
         fraction=nsc.fraction,
         max_ratio=nsc.max_ratio,
-        seed=nsc.seed + CONTEXT.step,
-        episodes=_per_sample(CONTEXT.episodes, batch),
+        seed=nsc.seed + ctx.step,
+        episodes=ctx.episodes,
     )
-    CONTEXT.metrics = {
+    ctx.metrics = {
         "parl/nsc/dropped_fraction": result.dropped_fraction,
         "parl/nsc/num_infra_failed": float(result.num_infra_failed),
         "parl/nsc/kept_fraction": float(result.keep.float().mean()) if batch else 0.0,
     }
-    first, turns = _per_sample(CONTEXT.first_turns, batch), _per_sample(CONTEXT.episode_turns, batch)
-    if CONTEXT.gamma is not None and first is not None and turns is not None and min(turns) >= 0:
+    first, turns = ctx.first_turns, ctx.episode_turns
+    if ctx.gamma is not None and first is not None and turns is not None and min(turns, default=0) >= 0:
         baselines = torch.where(result.keep, scores.float() - result.advantages, torch.zeros_like(result.advantages))
         decayed = decayed_advantages(
-            scores, baselines, response_mask, torch.tensor(first), torch.tensor(turns), gamma=CONTEXT.gamma
+            scores, baselines, response_mask, torch.tensor(first), torch.tensor(turns), gamma=ctx.gamma
         )
         advantages = (decayed * result.keep.unsqueeze(-1)).to(token_level_rewards.dtype)
         return advantages, advantages
@@ -100,12 +113,18 @@ def compute_reinforce_nsc_advantage(
     return advantages, advantages
 
 
-def _per_sample(values: list[Any] | None, batch: int) -> list[Any] | None:
-    """``values`` when it has one entry per sample of this batch, else None (a stale or foreign context)."""
-    return values if values is not None and len(values) == batch else None
+def bind(core_algos: Any, context: EstimatorContext) -> None:
+    """Make verl's registry call the estimator with ``context`` (until :func:`unbind`)."""
+    core_algos.ADV_ESTIMATOR_REGISTRY[NAME] = functools.partial(compute_reinforce_nsc_advantage, context=context)
+
+
+def unbind(core_algos: Any) -> None:
+    """Restore the plain estimator in verl's registry."""
+    core_algos.ADV_ESTIMATOR_REGISTRY[NAME] = compute_reinforce_nsc_advantage
 
 
 def register(core_algos: Any) -> None:
-    """Add ``reinforce_nsc`` to ``verl.trainer.ppo.core_algos``'s registry (idempotent)."""
-    if core_algos.ADV_ESTIMATOR_REGISTRY.get(NAME) is not compute_reinforce_nsc_advantage:
+    """Add ``reinforce_nsc`` to ``verl.trainer.ppo.core_algos``'s registry (idempotent; a bound one stays)."""
+    current = core_algos.ADV_ESTIMATOR_REGISTRY.get(NAME)
+    if getattr(current, "func", current) is not compute_reinforce_nsc_advantage:
         core_algos.register_adv_est(NAME)(compute_reinforce_nsc_advantage)

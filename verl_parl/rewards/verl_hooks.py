@@ -10,7 +10,8 @@ heavy: each registration runs when verl itself imports the module concerned.
   :func:`after_advantage` around verl's advantage computation (verl has no metrics hook for reward
   managers or estimators): the episodes' ``reward_extra_info`` is read back from TransferQueue and
   logged as ``parl/reward/*``, ``parl/lambda/*`` and ``parl/spurious_fraction/mean``, the estimator
-  gets its settings, the step and the infra-failed flags, and afterwards the estimator's
+  is bound to this batch's context (its settings, the step, and per sample the infra-failed flag,
+  episode and turns; :mod:`verl_parl.algos.verl_estimator`), and afterwards the estimator's
   ``parl/nsc/*`` metrics join the step's.
 """
 
@@ -97,32 +98,50 @@ def in_use(config: Any) -> bool:
     return bool(manager == "parl" or estimator == "reinforce_nsc")
 
 
-def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> None:
-    """Log the reward terms and hand the estimator its context; never stops training."""
-    from verl_parl.algos.verl_estimator import CONTEXT
+def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> Any:
+    """Log the reward terms and bind this batch's estimator context into verl's registry; returns the
+    context (for :func:`after_advantage`), or None when the run uses neither ``parl`` nor
+    ``reinforce_nsc``. Reading the metrics never stops training; a context that cannot be built is
+    left out (the estimator then raises if it runs, rather than using another batch's data)."""
+    from verl.trainer.ppo import core_algos
+
+    from verl_parl.algos.verl_estimator import EstimatorContext, bind, unbind
     from verl_parl.rewards.verl_manager import reward_config_from
 
     if not in_use(trainer.config):
-        return
+        return None
+    unbind(core_algos)
     try:
         infos, first_turns, episode_turns = _batch_rows(batch)
-        metrics.update(reward_metrics(infos))
-        cfg = reward_config_from(trainer.config)
-        CONTEXT.nsc = cfg.nsc
-        CONTEXT.gamma = cfg.researcher.gamma
-        CONTEXT.step = int(getattr(trainer, "global_steps", 0) or 0)
-        CONTEXT.infra_failed = [bool(info and info.get("parl_infra_failed")) for info in infos]
-        CONTEXT.episodes = episode_keys(list(batch.keys))
-        CONTEXT.first_turns, CONTEXT.episode_turns = first_turns, episode_turns
     except Exception:  # metrics must never stop training; the warning says why
         logger.warning("verl-parl: could not read reward_extra_info for parl/* metrics", exc_info=True)
+        return None
+    metrics.update(reward_metrics(infos))
+    cfg = reward_config_from(trainer.config)
+    context = EstimatorContext(
+        nsc=cfg.nsc,
+        gamma=cfg.researcher.gamma,
+        step=int(getattr(trainer, "global_steps", 0) or 0),
+        size=len(batch.keys),
+        infra_failed=[bool(info and info.get("parl_infra_failed")) for info in infos],
+        episodes=episode_keys(list(batch.keys)),
+        first_turns=first_turns,
+        episode_turns=episode_turns,
+    )
+    bind(core_algos, context)
+    return context
 
 
-def after_advantage(metrics: dict[str, Any]) -> None:
-    """The estimator's ``parl/nsc/*`` metrics of this step."""
-    from verl_parl.algos.verl_estimator import pop_metrics
+def after_advantage(metrics: dict[str, Any], context: Any) -> None:
+    """The estimator's ``parl/nsc/*`` metrics of this step; the plain estimator is restored."""
+    from verl.trainer.ppo import core_algos
 
-    metrics.update(pop_metrics())
+    from verl_parl.algos.verl_estimator import unbind
+
+    if context is None:
+        return
+    unbind(core_algos)
+    metrics.update(context.metrics)
 
 
 def install() -> None:
