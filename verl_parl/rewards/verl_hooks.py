@@ -18,9 +18,13 @@ heavy: each registration runs when verl itself imports the module concerned.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from omegaconf import OmegaConf
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +95,6 @@ def episode_keys(keys: Sequence[str]) -> list[str]:
 
 def in_use(config: Any) -> bool:
     """Whether this run uses the ``parl`` reward manager or the ``reinforce_nsc`` estimator."""
-    from omegaconf import OmegaConf
 
     manager = OmegaConf.select(config, "reward.reward_manager.name", default=None)
     estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)
@@ -117,11 +120,15 @@ def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> Any:
         logger.warning("verl-parl: could not read reward_extra_info for parl/* metrics", exc_info=True)
         return None
     metrics.update(reward_metrics(infos))
+    step = int(getattr(trainer, "global_steps", 0) or 0)
+    dump_dir = OmegaConf.select(trainer.config, "trainer.rollout_data_dir", default=None)
+    if dump_dir:
+        write_reward_terms(Path(dump_dir), step, list(batch.keys), infos)
     cfg = reward_config_from(trainer.config)
     context = EstimatorContext(
         nsc=cfg.nsc,
         gamma=cfg.researcher.gamma,
-        step=int(getattr(trainer, "global_steps", 0) or 0),
+        step=step,
         size=len(batch.keys),
         infra_failed=[bool(info and info.get("parl_infra_failed")) for info in infos],
         episodes=episode_keys(list(batch.keys)),
@@ -130,6 +137,22 @@ def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> Any:
     )
     bind(core_algos, context)
     return context
+
+
+REWARD_TERMS_FILE = "parl_rewards_{step}.jsonl"
+
+
+def write_reward_terms(folder: Path, step: int, keys: Sequence[str], infos: Sequence[Mapping[str, Any] | None]) -> Path:
+    """One JSON line per sample of ``step``: its TransferQueue key and its ``parl_*`` reward terms (the
+    reward, r_perf, r_parallel, r_finish, the λs, infra-failed...), beside verl's own rollout dump
+    (``trainer.rollout_data_dir``) so each dumped sample's reward can be checked against its terms."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / REWARD_TERMS_FILE.format(step=step)
+    with path.open("w", encoding="utf-8") as out:
+        for key, info in zip(keys, infos, strict=True):
+            terms = {k: v for k, v in (info or {}).items() if k.startswith("parl_") and isinstance(v, int | float)}
+            out.write(json.dumps({"step": step, "key": key, **terms}) + "\n")
+    return path
 
 
 def after_advantage(metrics: dict[str, Any], context: Any) -> None:
