@@ -245,6 +245,12 @@ def lookup_scores(entity: str, first_turn: str, reply: str, gold_row: str) -> tu
     return named, len(gold) - 1, right, got == gold
 
 
+def _greedy_engine(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> BatchedGenerator:
+    """The CPU engine the held-out evaluations generate with (up to 64 requests batched)."""
+    eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
+    return BatchedGenerator(model, eos_token_ids=eos, max_batch_size=64, max_model_len=2048, seed=0)
+
+
 def evaluate_lookups(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int = 40, *, split: str = "val", seed: int = 0
 ) -> LookupReport:
@@ -258,8 +264,7 @@ def evaluate_lookups(
 async def _evaluate_lookups(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo]
 ) -> LookupReport:
-    eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
-    engine = BatchedGenerator(model, eos_token_ids=eos, max_batch_size=64, max_model_len=2048, seed=0)
+    engine = _greedy_engine(model, tokenizer)
     finals: dict[int, str] = {}
     try:
 
@@ -328,8 +333,7 @@ def evaluate_assignments(
 async def _evaluate_assignments(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo]
 ) -> AssignmentReport:
-    eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
-    engine = BatchedGenerator(model, eos_token_ids=eos, max_batch_size=64, max_model_len=2048, seed=0)
+    engine = _greedy_engine(model, tokenizer)
     try:
         prompts = [render_ids(tokenizer, d.first_prompt, d.tools, generation_prompt=True) for d in demos]
         results = await asyncio.gather(
