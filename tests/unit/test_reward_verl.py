@@ -237,3 +237,32 @@ def test_wrapper_stays_out_of_runs_that_use_neither() -> None:
         OmegaConf.create({"algorithm": {"adv_estimator": "grpo"}, "reward": {"reward_manager": {"name": "naive"}}})
     )
     assert in_use(OmegaConf.create({"reward": {"reward_manager": {"name": "parl"}}}))
+
+
+def test_a_failed_read_still_binds_the_runs_nsc_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import transfer_queue
+    from verl.trainer.ppo import core_algos
+
+    from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
+
+    def broken(**_: object) -> None:
+        raise ConnectionError("transfer queue unreachable")
+
+    monkeypatch.setattr(transfer_queue, "kv_batch_get", broken, raising=False)
+    trainer = types.SimpleNamespace(
+        config=OmegaConf.create(
+            {"algorithm": {"adv_estimator": "reinforce_nsc"}, "parl": {"reward": {"nsc": {"strategy": "lowest"}}}}
+        ),
+        global_steps=3,
+    )
+    metrics: dict = {}
+    context = before_advantage(trainer, types.SimpleNamespace(keys=["u_0_0", "u_1_0"], partition_id="t"), metrics)
+    try:
+        assert context.nsc.strategy == "lowest" and context.step == 3 and context.size == 2
+        assert context.infra_failed is None and context.episodes == ["u_0", "u_1"]
+        assert core_algos.get_adv_estimator_fn("reinforce_nsc").keywords == {"context": context}
+    finally:
+        after_advantage(metrics, context)
+    assert metrics == context.metrics == {}

@@ -104,37 +104,32 @@ def in_use(config: Any) -> bool:
 def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> Any:
     """Log the reward terms and bind this batch's estimator context into verl's registry; returns the
     context (for :func:`after_advantage`), or None when the run uses neither ``parl`` nor
-    ``reinforce_nsc``. Reading the metrics never stops training; a context that cannot be built is
-    left out (the estimator then raises if it runs, rather than using another batch's data)."""
+    ``reinforce_nsc``. Reading the samples' ``extra_fields`` never stops training: when it fails (a
+    warning says why) the context still carries the run's settings, the step and the episodes, without
+    the per-sample infra-failed flags and turns."""
     from verl.trainer.ppo import core_algos
 
-    from verl_parl.algos.verl_estimator import EstimatorContext, bind, unbind
+    from verl_parl.algos.verl_estimator import EstimatorContext, bind
     from verl_parl.rewards.verl_manager import reward_config_from
 
     if not in_use(trainer.config):
         return None
-    unbind(core_algos)
+    cfg = reward_config_from(trainer.config)
+    step = int(getattr(trainer, "global_steps", 0) or 0)
+    keys = list(batch.keys)
+    context = EstimatorContext(
+        nsc=cfg.nsc, gamma=cfg.researcher.gamma, step=step, size=len(keys), episodes=episode_keys(keys)
+    )
     try:
-        infos, first_turns, episode_turns = _batch_rows(batch)
+        infos, context.first_turns, context.episode_turns = _batch_rows(batch)
     except Exception:  # metrics must never stop training; the warning says why
         logger.warning("verl-parl: could not read reward_extra_info for parl/* metrics", exc_info=True)
-        return None
-    metrics.update(reward_metrics(infos))
-    step = int(getattr(trainer, "global_steps", 0) or 0)
-    dump_dir = OmegaConf.select(trainer.config, "trainer.rollout_data_dir", default=None)
-    if dump_dir:
-        write_reward_terms(Path(dump_dir), step, list(batch.keys), infos)
-    cfg = reward_config_from(trainer.config)
-    context = EstimatorContext(
-        nsc=cfg.nsc,
-        gamma=cfg.researcher.gamma,
-        step=step,
-        size=len(batch.keys),
-        infra_failed=[bool(info and info.get("parl_infra_failed")) for info in infos],
-        episodes=episode_keys(list(batch.keys)),
-        first_turns=first_turns,
-        episode_turns=episode_turns,
-    )
+    else:
+        context.infra_failed = [bool(info and info.get("parl_infra_failed")) for info in infos]
+        metrics.update(reward_metrics(infos))
+        dump_dir = OmegaConf.select(trainer.config, "trainer.rollout_data_dir", default=None)
+        if dump_dir:
+            write_reward_terms(Path(dump_dir), step, keys, infos)
     bind(core_algos, context)
     return context
 

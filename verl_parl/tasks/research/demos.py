@@ -295,10 +295,12 @@ def heldout_orchestrations(n: int, seed: int = 0, split: str = "val") -> list[De
     demos: list[Demo] = []
     for _ in range(_MAX_DRAWS * n):
         if len(demos) == n:
-            return demos
+            break
         demo = _orchestration(dw, rng, WIDE)
         if demo.meta["task_type"] != "wide_neighbours":
             demos.append(demo)
+    if len(demos) == n:
+        return demos
     raise RuntimeError(f"only {len(demos)} of {n} held-out wide tasks name their entities in {_MAX_DRAWS * n} draws")
 
 
@@ -417,9 +419,7 @@ def with_fresh_names(demo: Demo, rng: random.Random, seed: int = 0) -> Demo:
     Values stay as the pages wrote them; only what names an entity changes, so the demonstration is as
     true as before, and a name in a query or an answer can only have been copied."""
     pattern, train = _name_pattern(seed)
-    found: list[str] = []
-    _map_strings(demo.messages, lambda text: found.extend(pattern.findall(text)) or text)
-    _map_strings(demo.meta, lambda text: found.extend(pattern.findall(text)) or text)
+    found = [name for text in _strings([demo.messages, demo.meta]) for name in pattern.findall(text)]
     present = set(found)
     fresh: dict[str, str] = {}
     for name in dict.fromkeys(found):  # first-seen order: deterministic
@@ -433,6 +433,15 @@ def with_fresh_names(demo: Demo, rng: random.Random, seed: int = 0) -> Demo:
         return pattern.sub(lambda m: fresh[m.group(0)], text)
 
     return dataclasses.replace(demo, messages=_map_strings(demo.messages, rename), meta=_map_strings(demo.meta, rename))
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in ``value`` (nested dicts, lists, strings), in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [s for v in value for s in _strings(v)] if isinstance(value, list | tuple) else []
 
 
 def _map_strings(value: Any, fn: Any) -> Any:
