@@ -255,7 +255,10 @@ def build_evaluator(cfg: Any, model: str, policy: Any, frozen: Any, scorer: str 
 async def evaluate(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
     cfg = compose_config(args.model, overrides)
     policy, frozen = start_servers(cfg, args.model, args.subagent_model)
-    evaluator = build_evaluator(cfg, args.model, policy, frozen, args.scorer, concurrency=args.concurrency)
+    sampling = {**GREEDY, "temperature": args.temperature}
+    evaluator = build_evaluator(
+        cfg, args.model, policy, frozen, args.scorer, concurrency=args.concurrency, sampling=sampling
+    )
     rows = load_rows(args.data, args.limit)
     report: dict[str, Any] = {
         "model": args.model,
@@ -334,12 +337,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="episodes in flight per mode")
     parser.add_argument("--scorer", default=None, help="registered scorer (default: the config's)")
     parser.add_argument("--out", type=Path, default=None, help="write the full report (every episode) as JSON")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="sampling temperature of the policy and the subagents (default 0: greedy, as verl validates)",
+    )
     args, overrides = parser.parse_known_args(argv)
     for path, what in ((Path(args.model), "--model"), (args.data, "--data")):
         if not path.exists():
             parser.error(f"{what} {path} does not exist")
     if args.subagent_model and not Path(args.subagent_model).exists():
         parser.error(f"--subagent-model {args.subagent_model} does not exist")
+    if args.temperature < 0:
+        parser.error(f"--temperature {args.temperature} must not be negative")
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         parser.error(f"not a Hydra override (key=value): {' '.join(bad)}")

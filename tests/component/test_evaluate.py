@@ -16,6 +16,7 @@ def test_both_modes_on_the_tiny_model(model_path: Path, tmp_path: Path, capsys: 
     data = arithmetic.write_dataset(tmp_path / "data", n_train=1, n_val=3, agent_loop="researcher")["val"]
     out = tmp_path / "report.json"
     argv = ["--model", str(model_path), "--data", str(data), "--out", str(out), "--concurrency", "2"]
+    argv += ["--temperature", "1.0"]  # sampled, as training rollouts are (greedy is the default)
     assert (
         evaluate.main(
             [
@@ -67,6 +68,7 @@ def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["--model", str(tmp_path / "nope"), "--data", str(tmp_path)], "--model"),
         (["--model", str(tmp_path), "--data", str(tmp_path), "--modes", "solo"], "unknown mode(s) ['solo']"),
         (["--model", str(tmp_path), "--data", str(tmp_path), "oops"], "not a Hydra override (key=value): oops"),
+        (["--model", str(tmp_path), "--data", str(tmp_path), "--temperature", "-1"], "--temperature -1.0 must not"),
     ]:
         with pytest.raises(SystemExit):
             evaluate.main(argv)

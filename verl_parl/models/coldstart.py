@@ -137,9 +137,6 @@ class ColdStartSpec:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-TASK_RECIPES: dict[str, dict[str, Any]] = {"arithmetic": {}, "research": {"steps": 500}}
-"""Per-task changes to :class:`ColdStartSpec`'s defaults for the built-in tasks (the default run's recipe)."""
-
 READER_RECIPE: dict[str, Any] = {
     "base": READER_MODEL,
     "pretrain": PretrainSpec(),
@@ -150,9 +147,13 @@ READER_RECIPE: dict[str, Any] = {
 }
 """Cold start from the pretrained reader (:mod:`verl_parl.models.pretrain`), at under a third of the
 from-scratch rate (5e-3 erased its copying), on demonstrations most of which carry fresh entity names
-(remembered names cannot answer them). Not yet the default: measured greedy on 40 held-out subagent
-lookups, its search query names the entity in 27 of them and 23% of the row values are right (the
-from-scratch model: 0 and 0); whole held-out tasks still score 0 (docs/cpu.md)."""
+(remembered names cannot answer them). Measured greedy on 40 held-out subagent lookups, its search
+query names the entity in 23 of them and 17% of the row values are right (the from-scratch model: 0
+and 0); on 64 held-out suite tasks as an orchestrator its item-F1 is 0.03 (docs/cpu.md)."""
+
+TASK_RECIPES: dict[str, dict[str, Any]] = {"arithmetic": {}, "research": READER_RECIPE}
+"""Per-task changes to :class:`ColdStartSpec`'s defaults for the built-in tasks (the default run's recipe):
+the research suite starts from the pretrained reader (shipped, so a first run copies it)."""
 
 
 def default_spec(task: str, *, reader: bool = False) -> ColdStartSpec:

@@ -74,8 +74,12 @@ SUBAGENT_NAME = "finder"
 SUBAGENT_PROMPTS = (
     "You look up facts with the search tool and reply briefly.",
     "Search the encyclopedia, read the page, then answer in one line.",
-    "Find the facts with search. Reply with the answer only.",
+    "You are a lookup agent: use the search tool and give just the answer.",
 )
+"""System prompts the orchestrator gives its subagents. None starts like an assignment ("Find ...", "Which
+...", "Reply with ..."): a small model copying an assignment from the question would otherwise continue
+the nearest earlier "Find the" -- the subagent's system prompt in the create_subagent call just before
+(measured: 4 of 16 held-out orchestrations assigned "Find the facts with search. ..." four times)."""
 _PHRASES = {a.column: a.phrase for a in (*COUNTRY_ATTRIBUTES, *CITY_ATTRIBUTES)}
 _PAIRED_TYPES = ("common_neighbour", "larger_capital")  # their pages are looked up two at a time
 _MAX_DRAWS = 200
