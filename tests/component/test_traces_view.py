@@ -35,6 +35,7 @@ CHROMIUM_ARGS = [
 # Stage 0: three subagents needing 1, 3 and 2 steps; stage 1: one needing 2; then the answer.
 PLAN = [[1, 3, 2], [2]]
 CRITICAL_STEPS = (1 + 3) + (1 + 2) + 1
+SUBAGENT_STEPS = [n for stage in PLAN for n in stage]
 
 
 def call(tool: str, **arguments: str) -> str:
@@ -162,10 +163,10 @@ def test_the_viewer_draws_lanes_and_the_critical_path_in_chromium(run_dir: Path)
             assert page.locator("tr.episode").count() == 3
             page.locator("tr.episode[data-id='1']").click()
             page.wait_for_selector("body[data-rendered='1']")
-            assert page.locator("#gantt .lane").count() == len(sum(PLAN, [])) + 1
+            assert page.locator("#gantt .lane").count() == len(SUBAGENT_STEPS) + 1
             highlighted = page.locator("#gantt .span.generate.critical").count()
             assert highlighted == int(page.locator("#critical-count").inner_text()) == CRITICAL_STEPS
-            assert page.locator("#gantt .span.tool").count() == sum(n - 1 for n in sum(PLAN, []))
+            assert page.locator("#gantt .span.tool").count() == sum(n - 1 for n in SUBAGENT_STEPS)
             page.locator("#gantt .lane[data-lane='3'] .span.tool").first.click()
             assert "calculator" in page.locator("#details").inner_text()
             DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
@@ -173,3 +174,46 @@ def test_the_viewer_draws_lanes_and_the_critical_path_in_chromium(run_dir: Path)
         finally:
             browser.close()
     assert errors == []
+
+
+class ResearcherScript:
+    """A researcher that calls the calculator twice (one turn), then answers."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict, request_id: str) -> TokenOutput:
+        first = "<tool_response>" not in self.tokenizer.decode(prompt_ids)
+        text = call("calculator", expression="2 + 2") + call("calculator", expression="3 * 3") if first else "13"
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), extra_fields={"global_steps": 5})
+
+
+def test_researcher_validation_episodes_are_traced_and_training_ones_sampled(
+    trainer_config: DictConfig, model_path: Path, tmp_path: Path
+) -> None:
+    from verl.utils import hf_tokenizer
+
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+
+    cfg = traced_config(trainer_config, tmp_path)
+    with open_dict(cfg):
+        cfg.parl.researcher = OmegaConf.create({"tools": ["calculator"], "max_turns": 4})
+        cfg.parl.traces = OmegaConf.create({"train_fraction": 0.0, "val_fraction": 0.0, "val_min": 1})
+    server = ResearcherScript(hf_tokenizer(str(model_path)))
+
+    async def episodes() -> None:
+        for split in ("train", "test", "test", "train"):  # only the first validation episode is traced
+            loop = make_loop(ResearcherAgentLoop, cfg, server, model_path)
+            prompt = [{"role": "user", "content": f"a {split} task"}]
+            await loop.run({"temperature": 1.0}, raw_prompt=prompt, extra_info={"split": split})
+
+    asyncio.run(episodes())
+    traces = read_traces(tmp_path)
+    assert [(r["agent"], r["validation"], r["task"]) for r in traces.records] == [("researcher", True, "a test task")]
+    record = traces.records[0]
+    assert [t["stage"] for t in record["orchestrator"]] == [0, 1]
+    assert [tool["observation"] for tool in record["orchestrator"][0]["tools"]] == ["4", "9"]
+    timeline = episode_timeline(record, 0)
+    assert len(timeline["lanes"]) == 1 and critical_span_steps(timeline) == 2
+    assert [s["kind"] for s in timeline["spans"]].count("tool") == 2

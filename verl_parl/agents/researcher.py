@@ -165,7 +165,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
         run_dir = OmegaConf.select(self.config, "parl.output_dir")
         validation = is_validation(kwargs)
         step = state.extra_fields.get("global_steps")
-        if not run_dir or not should_trace(self.traces, validation=validation, step=step):
+        if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):
             return
         prompt = kwargs.get("raw_prompt")
         record = {

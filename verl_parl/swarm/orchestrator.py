@@ -142,7 +142,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         run_dir = OmegaConf.select(self.config, "parl.output_dir")
         validation = is_validation(kwargs)
         step = state.extra_fields.get("global_steps")
-        if not run_dir or not should_trace(self.traces, validation=validation, step=step):
+        if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):
             return
         accounting = episode.accounting()
         record = {

@@ -22,7 +22,9 @@ def _text(value: Any, limit: int = TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _span(lane: int, kind: str, start: Any, end: Any, stage: int, label: str, **detail: Any) -> dict[str, Any] | None:
+def _span(
+    lane: int, kind: str, start: Any, end: Any, *, stage: int, label: str, **detail: Any
+) -> dict[str, Any] | None:
     """A span, or None when it has no valid times (an untimed, version-1 record)."""
     if not isinstance(start, int | float) or not isinstance(end, int | float):
         return None
@@ -45,8 +47,8 @@ def _tool_spans(lane: int, stage: int, tools: list[dict[str, Any]]) -> list[dict
             "tool",
             tool.get("start"),
             tool.get("end"),
-            stage,
-            str(tool.get("name", "tool")),
+            stage=stage,
+            label=str(tool.get("name", "tool")),
             arguments={k: _text(v) for k, v in (tool.get("arguments") or {}).items()},
             observation=_text(tool.get("observation")),
             status=tool.get("status", ""),
@@ -65,8 +67,8 @@ def _orchestrator_spans(record: dict[str, Any]) -> list[dict[str, Any] | None]:
             "generate",
             turn.get("start"),
             turn.get("end"),
-            stage,
-            f"turn {turn.get('turn', '?')}",
+            stage=stage,
+            label=f"turn {turn.get('turn', '?')}",
             tokens=turn.get("tokens", 0),
             text=_text(turn.get("text")),
         )
@@ -109,8 +111,8 @@ def _stage_lanes(
                     "generate",
                     step.get("start"),
                     step.get("end"),
-                    stage,
-                    f"step {step.get('step', '?')}",
+                    stage=stage,
+                    label=f"step {step.get('step', '?')}",
                     tokens=step.get("tokens", 0),
                     text=_text(step.get("text")),
                 )
@@ -122,7 +124,15 @@ def _stage_lanes(
                 spans += _tool_spans(0, stage, [{**call, "name": call.get("tool"), "status": ""}])
         if runs:
             spans.append(
-                _span(0, "wait", entry.get("start"), entry.get("end"), stage, f"stage {stage}", subagents=len(runs))
+                _span(
+                    0,
+                    "wait",
+                    entry.get("start"),
+                    entry.get("end"),
+                    stage=stage,
+                    label=f"stage {stage}",
+                    subagents=len(runs),
+                )
             )
     return lanes, spans
 

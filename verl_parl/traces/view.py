@@ -81,7 +81,8 @@ def render_html(traces: TraceSet, step: int | None = None, title: str | None = N
 <section id="detail-area">
 <div id="summary"></div>
 <div id="legend"><span style="background:#60a5fa">generation</span><span style="background:#34d399">tool call</span>
-<span style="background:#e5e7eb">waiting for subagents</span><span style="background:#ef4444;color:#fff">critical path</span>
+<span style="background:#e5e7eb">waiting for subagents</span>
+<span style="background:#ef4444;color:#fff">critical path</span>
 <label><input type="checkbox" id="f-highlight" checked> highlight critical path</label></div>
 <div id="gantt"></div><div id="axis"></div>
 <div id="details">Click a bar or a lane name for its details.</div>

@@ -26,7 +26,7 @@ TRACE_FILE = "traces/swarm.jsonl"
 DROPPED_FILE = "traces/dropped.jsonl"
 RECORD_VERSION = 2  # 2: timed spans (start/end seconds since the episode's start) and the critical path
 
-_VALIDATION_SEEN: Counter[Any] = Counter()  # validation episodes sampled so far, per global step
+_VALIDATION_SEEN: Counter[tuple[str, Any]] = Counter()  # validation episodes so far, per (run folder, step)
 
 
 def is_validation(kwargs: dict[str, Any]) -> bool:
@@ -37,14 +37,20 @@ def is_validation(kwargs: dict[str, Any]) -> bool:
 
 
 def should_trace(
-    settings: TraceSettings, *, validation: bool, step: Any = None, rng: random.Random | None = None
+    settings: TraceSettings,
+    *,
+    validation: bool,
+    step: Any = None,
+    run_dir: str | Path = "",
+    rng: random.Random | None = None,
 ) -> bool:
-    """Sample one episode (see the module docstring)."""
+    """Sample one episode of ``run_dir`` (see the module docstring)."""
     draw = (rng or random).random
     if not validation:
         return settings.train_fraction >= 1.0 or draw() < settings.train_fraction
-    _VALIDATION_SEEN[step] += 1
-    return _VALIDATION_SEEN[step] <= settings.val_min or draw() < settings.val_fraction
+    key = (str(run_dir), step)
+    _VALIDATION_SEEN[key] += 1
+    return _VALIDATION_SEEN[key] <= settings.val_min or draw() < settings.val_fraction
 
 
 def append_record(run_dir: str | Path, record: dict[str, Any], max_bytes: int | None = None) -> Path | None:
