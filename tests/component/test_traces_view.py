@@ -97,8 +97,11 @@ def run_dir(trainer_config: DictConfig, model_path: Path, tmp_path_factory: pyte
             outputs.append(await loop.run({"temperature": 1.0}, raw_prompt=prompt))
         return outputs
 
-    for output in asyncio.run(episodes()):
+    outputs = asyncio.run(episodes())
+    for output in outputs:
         assert output.extra_fields["parl_critical_steps"] == CRITICAL_STEPS
+    ids = [r["request_id"] for r in read_traces(folder).records]
+    assert [o.extra_fields["trace_id"] for o in outputs] == ids  # the trainer joins rewards by it
     return folder
 
 

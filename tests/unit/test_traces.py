@@ -17,7 +17,15 @@ from verl_parl.traces.chrome import chrome_trace
 from verl_parl.traces.read import read_traces
 from verl_parl.traces.settings import TraceSettings, parse_traces
 from verl_parl.traces.timeline import critical_span_steps, episode_timeline
-from verl_parl.traces.write import DROPPED_FILE, TRACE_FILE, append_record, dropped_count, should_trace
+from verl_parl.traces.write import (
+    DROPPED_FILE,
+    TRACE_FILE,
+    append_record,
+    append_rewards,
+    dropped_count,
+    episode_reward,
+    should_trace,
+)
 
 
 def timed_record(step: int = 1) -> dict[str, Any]:
@@ -183,3 +191,19 @@ def test_chrome_events_are_typed() -> None:
     assert (tool["ts"], tool["dur"], tool["args"]["observation"]) == (1_600_000, 300_000, "y")
     names = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert names == {"orchestrator", "a · s0"}
+
+
+def test_rewards_written_by_the_trainer_join_their_records(tmp_path: Path) -> None:
+    for step in (1, 2):
+        append_record(tmp_path, timed_record(step))
+    rows = [
+        {"trace_id": "r1", "reward_extra_info": {"parl_reward": 0.75, "score": 1.0}},
+        {"trace_id": "r2", "reward_extra_info": {"acc": True}},  # a bool is not a reward
+        {"reward_extra_info": {"parl_reward": 0.5}},  # not traced
+        None,
+    ]
+    assert append_rewards(tmp_path, rows) == 1
+    assert episode_reward({"reward_extra_info": {"score": 2}}) == 2.0 and episode_reward({}) is None
+    records = read_traces(tmp_path).records
+    assert [r.get("reward") for r in records] == [0.75, None]
+    assert episode_timeline(records[0], 0)["reward"] == 0.75

@@ -35,7 +35,7 @@ from verl_parl.swarm.subagent import assistant_message
 from verl_parl.tools.config import runtimes, tool_settings
 from verl_parl.tools.runtime import CallResult, ToolBox
 from verl_parl.traces.settings import trace_settings
-from verl_parl.traces.write import RECORD_VERSION, append_record, is_validation, should_trace
+from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
 
 AGENT_NAME = "researcher"
 
@@ -109,7 +109,8 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                     break
         report.iterations_exceeded = not answered and not state.context_exceeded
         outputs = self._outputs(state, report.fields(state.turns))
-        self._maybe_trace(state, report, kwargs)
+        if self._maybe_trace(state, report, kwargs):
+            (outputs[-1] if isinstance(outputs, list) else outputs).extra_fields[TRACE_ID] = state.request_id
         return outputs
 
     async def _turn(self, state: Episode, sampling_params: dict[str, Any]) -> list[ToolCall | CallError]:
@@ -160,13 +161,13 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
 
         return list(await asyncio.gather(*(timed(c) for c in calls)))
 
-    def _maybe_trace(self, state: Episode, report: _FormatReport, kwargs: dict[str, Any]) -> None:
+    def _maybe_trace(self, state: Episode, report: _FormatReport, kwargs: dict[str, Any]) -> bool:
         """One trace line (``parl.traces``): every turn is one stage of one main step."""
         run_dir = OmegaConf.select(self.config, "parl.output_dir")
         validation = is_validation(kwargs)
         step = state.extra_fields.get("global_steps")
         if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):
-            return
+            return False
         prompt = kwargs.get("raw_prompt")
         record = {
             "version": RECORD_VERSION,
@@ -184,7 +185,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
             "context": state.context_fields(),
             "global_steps": step,
         }
-        append_record(run_dir, record, self.traces.max_bytes)
+        return append_record(run_dir, record, self.traces.max_bytes) is not None
 
 
 @dataclass

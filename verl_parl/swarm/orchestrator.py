@@ -31,7 +31,7 @@ from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.subagent import SubagentContext, assistant_message
 from verl_parl.tools.config import runtimes, tool_settings
 from verl_parl.traces.settings import trace_settings
-from verl_parl.traces.write import RECORD_VERSION, append_record, is_validation, should_trace
+from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
 
 AGENT_NAME = "parl_swarm"
 BUDGET_MESSAGE = "The critical-step budget is exhausted. Give your final answer now, without tool calls."
@@ -84,7 +84,8 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         outputs = self._outputs(
             state, {**episode.accounting().to_extra_fields(), "parl_context_subagent_resets": float(resets)}
         )
-        self._maybe_trace(state, episode, kwargs)
+        if self._maybe_trace(state, episode, kwargs):
+            (outputs[-1] if isinstance(outputs, list) else outputs).extra_fields[TRACE_ID] = state.request_id
         return outputs
 
     async def _run_episode(
@@ -138,12 +139,12 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             for i, c in enumerate(calls)
         ]
 
-    def _maybe_trace(self, state: Episode, episode: SwarmEpisode, kwargs: dict[str, Any]) -> None:
+    def _maybe_trace(self, state: Episode, episode: SwarmEpisode, kwargs: dict[str, Any]) -> bool:
         run_dir = OmegaConf.select(self.config, "parl.output_dir")
         validation = is_validation(kwargs)
         step = state.extra_fields.get("global_steps")
         if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):
-            return
+            return False
         accounting = episode.accounting()
         record = {
             "version": RECORD_VERSION,
@@ -159,7 +160,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             "context": state.context_fields(),
             "global_steps": step,
         }
-        append_record(run_dir, record, self.traces.max_bytes)
+        return append_record(run_dir, record, self.traces.max_bytes) is not None
 
 
 def _merge(configured: tuple[str, ...], added: list[str]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verl_parl.traces.write import TRACE_FILE, dropped_count
+from verl_parl.traces.write import REWARDS_FILE, TRACE_FILE, dropped_count
 
 
 @dataclass
@@ -58,7 +58,22 @@ def read_traces(source: str | Path, max_noted: int = 5) -> TraceSet:
                 result.records.append(record)
     if path.parent.name == "traces":
         result.dropped = dropped_count(path.parent.parent)
+        _join_rewards(result.records, path.parent.parent / REWARDS_FILE)
     return result
+
+
+def _join_rewards(records: list[dict[str, Any]], path: Path) -> None:
+    """Set each record's ``reward`` from ``traces/rewards.jsonl`` (by request id) unless it has one."""
+    if not path.exists():
+        return
+    rewards = {}
+    for line in path.read_bytes().splitlines():
+        entry = _parse(line)
+        if entry is not None and isinstance(entry.get("reward"), int | float):
+            rewards[entry.get("request_id")] = entry["reward"]
+    for record in records:
+        if record.get("reward") is None and record.get("request_id") in rewards:
+            record["reward"] = rewards[record["request_id"]]
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

@@ -24,6 +24,9 @@ from verl_parl.traces.settings import TraceSettings
 
 TRACE_FILE = "traces/swarm.jsonl"
 DROPPED_FILE = "traces/dropped.jsonl"
+REWARDS_FILE = "traces/rewards.jsonl"  # {"request_id", "reward"} of traced episodes, written by the trainer
+TRACE_ID = "trace_id"  # extra_fields key of a traced episode's last output: its record's request_id
+REWARD_KEYS = ("parl_reward", "score", "acc")  # reward_extra_info entries taken as the episode's reward, in order
 RECORD_VERSION = 2  # 2: timed spans (start/end seconds since the episode's start) and the critical path
 
 _VALIDATION_SEEN: Counter[tuple[str, Any]] = Counter()  # validation episodes so far, per (run folder, step)
@@ -79,3 +82,28 @@ def dropped_count(run_dir: str | Path) -> int:
     """Episodes sampled but not written because the run's traces reached their cap."""
     path = Path(run_dir) / DROPPED_FILE
     return sum(1 for line in path.read_bytes().splitlines() if line.strip()) if path.exists() else 0
+
+
+def episode_reward(extra: Any) -> float | None:
+    """The reward of one output's ``extra_fields`` (its ``reward_extra_info``: the ``parl`` reward, else
+    the scorer's ``score`` or ``acc``); None when there is none."""
+    info = extra.get("reward_extra_info") if isinstance(extra, dict) else None
+    if not isinstance(info, dict):
+        return None
+    found = (info.get(key) for key in REWARD_KEYS)
+    return next((float(v) for v in found if isinstance(v, int | float) and not isinstance(v, bool)), None)
+
+
+def append_rewards(run_dir: str | Path, rows: list[Any]) -> int:
+    """One ``traces/rewards.jsonl`` line per row (an output's ``extra_fields``) of a traced episode that
+    has a reward; returns how many were written (the agent loop does not know the reward yet, the
+    trainer does: the viewer joins them by request id)."""
+    lines = [
+        json.dumps({"request_id": row[TRACE_ID], "reward": reward}) + "\n"
+        for row in rows
+        if isinstance(row, dict) and isinstance(row.get(TRACE_ID), str) and (reward := episode_reward(row)) is not None
+    ]
+    if lines:
+        (Path(run_dir) / REWARDS_FILE).parent.mkdir(parents=True, exist_ok=True)
+        _append(Path(run_dir) / REWARDS_FILE, "".join(lines))
+    return len(lines)
