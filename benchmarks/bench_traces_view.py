@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from verl_parl.swarm.accounting import critical_path
-from verl_parl.traces.read import read_traces
 from verl_parl.traces.view import write_html
 from verl_parl.traces.write import TRACE_FILE
 
@@ -165,7 +164,8 @@ def measure(folder: Path, episodes: int, subagents: int, browser: Any) -> dict[s
     print(f"[bench] {episodes} episodes x {subagents} subagents: writing traces", file=sys.stderr, flush=True)
     jsonl = write_run(folder, episodes, subagents)
     started = time.perf_counter()
-    html = write_html(read_traces(folder), folder / "traces" / "index.html")
+    html = folder / "traces" / "index.html"
+    write_html(folder, html)
     build_s = time.perf_counter() - started
     print(f"[bench]   html written in {build_s:.1f} s; opening it in chromium", file=sys.stderr, flush=True)
     page = browser.new_page(viewport={"width": 1400, "height": 900})

@@ -233,20 +233,20 @@ def _plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
 def _traces(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     """``traces/index.html`` drawn from ``traces/swarm.jsonl`` (None without traces, or with
     ``parl.traces.html: false``); what it holds, for summary.json. A failure is logged, never fatal."""
-    from verl_parl.traces.read import read_traces, trace_path
+    from verl_parl.traces.read import trace_path
     from verl_parl.traces.view import INDEX_FILE, write_html
 
     if not OmegaConf.select(cfg, "parl.traces.html", default=True) or not trace_path(run_dir).is_file():
         return None
     try:
-        traces = read_traces(run_dir)
-        html = write_html(traces, run_dir / INDEX_FILE)
+        html = run_dir / INDEX_FILE
+        traces = write_html(run_dir, html)
     except Exception as exc:  # noqa: BLE001 - the viewer is a convenience, the traces are already written
         print(f"[verl-parl] warning: could not draw the traces: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
     return {
         "html": str(html),
-        "episodes": len(traces.records),
+        "episodes": traces.read,
         "skipped_lines": traces.skipped,
         "dropped": traces.dropped,
     }

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from verl_parl.traces.chrome import chrome_trace
-from verl_parl.traces.read import read_traces, trace_path
-from verl_parl.traces.view import INDEX_FILE, selected, timelines, write_html
+from verl_parl.traces.read import TraceSet, stream_traces, trace_path
+from verl_parl.traces.view import INDEX_FILE, Drawn, selected, write_html
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,19 +36,18 @@ def main(argv: list[str] | None = None) -> int:
     if not path.exists():
         print(f"error: no traces at {path} (set parl.traces.train_fraction > 0)", file=sys.stderr)
         return 2
-    traces = read_traces(path)
+    if args.command == "view":
+        out = args.out or (path.parent / "index.html" if path.parent.name == "traces" else path.with_suffix(".html"))
+        traces = write_html(path, out, step=args.step)
+    else:
+        out, traces = args.out, TraceSet(path=path)
+        drawn = Drawn()
+        timelines = list(drawn.timelines(selected(stream_traces(traces), args.step)))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(chrome_trace(timelines, drawn.notes(traces))), encoding="utf-8")
     for note in traces.problems():
         print(f"[verl-parl traces] {note}", file=sys.stderr)
-    print(f"[verl-parl traces] {len(traces.records)} episode(s) read from {path}", file=sys.stderr)
-    if args.command == "view":
-        default = path.parent / "index.html" if path.parent.name == "traces" else path.with_suffix(".html")
-        out = write_html(traces, args.out or default, step=args.step)
-    else:
-        drawn, broken = timelines(selected(traces, args.step))
-        notes = traces.problems() + ([f"{broken} record(s) could not be drawn"] if broken else [])
-        out = args.out
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(chrome_trace(drawn, notes)), encoding="utf-8")
+    print(f"[verl-parl traces] {traces.read} episode(s) read from {path}", file=sys.stderr)
     print(out)
     return 0
 

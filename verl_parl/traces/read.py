@@ -7,6 +7,7 @@ lines are skipped and counted (with the first few line numbers, for the message)
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ class TraceSet:
     """The records of one trace file, in file order, and what could not be read."""
 
     path: Path
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)  # empty when streamed (stream_traces)
+    read: int = 0  # well-formed records
     skipped: int = 0  # lines that are not a JSON object (truncated, malformed)
     skipped_lines: list[int] = field(default_factory=list)  # 1-based numbers of the first few skipped lines
     dropped: int = 0  # episodes sampled but not written (the run's size cap, ``traces/dropped.jsonl``)
@@ -41,10 +43,21 @@ def trace_path(source: str | Path) -> Path:
     return source if source.is_file() else source / TRACE_FILE
 
 
-def read_traces(source: str | Path, max_noted: int = 5) -> TraceSet:
+def read_traces(source: str | Path) -> TraceSet:
     """All records of a run folder's (or a file's) traces; raises FileNotFoundError when there is none."""
-    path = trace_path(source)
-    result = TraceSet(path=path)
+    result = TraceSet(path=trace_path(source))
+    result.records = list(stream_traces(result))
+    return result
+
+
+def stream_traces(result: TraceSet, max_noted: int = 5) -> Iterator[dict[str, Any]]:
+    """The records of ``result.path`` one at a time (memory bounded by one record), each with its
+    ``reward`` joined from ``traces/rewards.jsonl``; ``result``'s counts are complete once exhausted."""
+    path = result.path
+    in_run = path.parent.name == "traces"
+    rewards = _rewards(path.parent.parent / REWARDS_FILE) if in_run else {}
+    if in_run:
+        result.dropped = dropped_count(path.parent.parent)
     with path.open("rb") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -54,26 +67,23 @@ def read_traces(source: str | Path, max_noted: int = 5) -> TraceSet:
                 result.skipped += 1
                 if len(result.skipped_lines) < max_noted:
                     result.skipped_lines.append(number)
-            else:
-                result.records.append(record)
-    if path.parent.name == "traces":
-        result.dropped = dropped_count(path.parent.parent)
-        _join_rewards(result.records, path.parent.parent / REWARDS_FILE)
-    return result
+                continue
+            result.read += 1
+            if record.get("reward") is None and record.get("request_id") in rewards:
+                record["reward"] = rewards[record["request_id"]]
+            yield record
 
 
-def _join_rewards(records: list[dict[str, Any]], path: Path) -> None:
-    """Set each record's ``reward`` from ``traces/rewards.jsonl`` (by request id) unless it has one."""
+def _rewards(path: Path) -> dict[Any, float]:
+    """request id -> reward, from the trainer's ``traces/rewards.jsonl`` (empty when absent)."""
     if not path.exists():
-        return
+        return {}
     rewards = {}
     for line in path.read_bytes().splitlines():
         entry = _parse(line)
         if entry is not None and isinstance(entry.get("reward"), int | float):
             rewards[entry.get("request_id")] = entry["reward"]
-    for record in records:
-        if record.get("reward") is None and record.get("request_id") in rewards:
-            record["reward"] = rewards[record["request_id"]]
+    return rewards
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:
