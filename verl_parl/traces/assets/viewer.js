@@ -107,7 +107,9 @@
     const ep = await load(id);
     renderSummary(ep);
     renderGantt(ep);
-    renderList();
+    document.querySelectorAll("#episodes tr.selected").forEach((row) => row.classList.remove("selected"));
+    const row = document.querySelector(`#episodes tr.episode[data-id="${id}"]`);
+    if (row) row.classList.add("selected");
     $("gantt").onclick = (event) => {
       const bar = event.target.closest(".span"), name = event.target.closest(".lane-name");
       if (bar) {
