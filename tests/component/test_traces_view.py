@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -22,6 +23,7 @@ from verl_parl.traces.timeline import critical_span_steps, episode_timeline
 
 SUBAGENT_PROMPT = "You compute with the calculator."
 DOCS_IMAGE = Path(__file__).resolve().parents[2] / "docs" / "images" / "swarm_timeline.png"
+UPDATE_DOCS_IMAGES = "VERL_PARL_UPDATE_DOCS_IMAGES"  # =1: the screenshot replaces DOCS_IMAGE (tracked)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -148,7 +150,13 @@ def _browser() -> Any:
     return playwright.sync_playwright
 
 
-def test_the_viewer_draws_lanes_and_the_critical_path_in_chromium(run_dir: Path) -> None:
+def screenshot_path(tmp_path: Path) -> Path:
+    """docs/images/swarm_timeline.png only when ``VERL_PARL_UPDATE_DOCS_IMAGES=1`` asks for it, so that a
+    test run leaves the checkout unmodified; otherwise a file under pytest's ``tmp_path``."""
+    return DOCS_IMAGE if os.environ.get(UPDATE_DOCS_IMAGES) == "1" else tmp_path / DOCS_IMAGE.name
+
+
+def test_the_viewer_draws_lanes_and_the_critical_path_in_chromium(run_dir: Path, tmp_path: Path) -> None:
     sync_playwright = _browser()
     assert traces_main(["view", str(run_dir)]) == 0
     page_file = run_dir / "traces" / "index.html"
@@ -172,11 +180,13 @@ def test_the_viewer_draws_lanes_and_the_critical_path_in_chromium(run_dir: Path)
             assert page.locator("#gantt .span.tool").count() == sum(n - 1 for n in SUBAGENT_STEPS)
             page.locator("#gantt .lane[data-lane='3'] .span.tool").first.click()
             assert "calculator" in page.locator("#details").inner_text()
-            DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(DOCS_IMAGE))
+            image = screenshot_path(tmp_path)
+            image.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(image))
         finally:
             browser.close()
     assert errors == []
+    assert image.read_bytes().startswith(b"\x89PNG")
 
 
 class ResearcherScript:
