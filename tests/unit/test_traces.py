@@ -207,3 +207,99 @@ def test_rewards_written_by_the_trainer_join_their_records(tmp_path: Path) -> No
     records = read_traces(tmp_path).records
     assert [r.get("reward") for r in records] == [0.75, None]
     assert episode_timeline(records[0], 0)["reward"] == 0.75
+
+
+# Real parl_swarm episodes that end without an answer turn (max_orchestrator_steps) or with the budget's
+# forced one: every counted stage has its orchestrator generation in the trace.
+
+SUBAGENT_PROMPT = "You compute with the calculator."
+
+
+def tool_call(tool: str, **arguments: str) -> str:
+    return f"<tool_call>\n{json.dumps({'name': tool, 'arguments': arguments})}\n</tool_call>"
+
+
+class NeverAnsweringPolicy:
+    """Orchestrator: every turn assigns two tasks (2 and 1 steps) and never answers, unless told the budget
+    is exhausted. A subagent asked for "steps=N" makes N-1 calculator calls (one per turn), then answers."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def _text(self, prompt: str) -> str:
+        if prompt.startswith(f"<|im_start|>system\n{SUBAGENT_PROMPT}"):
+            wanted = int(prompt.split("steps=")[1][0])
+            done = prompt.count("<tool_response>")
+            return tool_call("calculator", expression=f"{done} + 1") if done < wanted - 1 else "sub done"
+        if "critical-step budget is exhausted" in prompt:
+            return "My final answer."
+        first = prompt.count("<|im_start|>assistant") == 1  # only the generation prompt's block
+        text = tool_call("create_subagent", name="calc", system_prompt=SUBAGENT_PROMPT) if first else ""
+        return text + "".join(tool_call("assign_task", agent="calc", prompt=f"steps={n}") for n in (2, 1))
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict, request_id: str) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        text = self._text(self.tokenizer.decode(prompt_ids))
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), extra_fields={"global_steps": 1})
+
+
+@pytest.fixture(scope="module")
+def swarm_loop_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from verl_parl.evaluate import compose_config
+    from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+
+    model = build_tiny_model(TinyModelSpec(), cache_dir=tmp_path_factory.mktemp("models"), progress=False)
+    cache = tmp_path_factory.mktemp("cache")
+    return model, compose_config(str(model), ["embedded=arithmetic", f"parl.cache_dir={cache}"])
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected"),
+    [  # expected: (orchestrator turns = stages, parl_critical_steps, parl_budget_exhausted)
+        # three stages of (1 + 2) steps; the episode ends after the third turn's subagents: no answer turn
+        ({"max_orchestrator_steps": 3}, (3, 3 * (1 + 2), False)),
+        # two stages reach the budget (6 >= 4): the forced answer turn is a stage of one step
+        ({"max_orchestrator_steps": 8, "critical_steps_budget": 4}, (3, 2 * (1 + 2) + 1, True)),
+        # the budget is reached by the last allowed turn's stage: max_orchestrator_steps ends it first
+        ({"max_orchestrator_steps": 2, "critical_steps_budget": 4}, (2, 2 * (1 + 2), False)),
+    ],
+)
+def test_episodes_cut_short_count_only_stages_the_orchestrator_generated(
+    swarm_loop_setup: tuple[Path, Any], tmp_path: Path, limits: dict[str, int], expected: tuple[int, int, bool]
+) -> None:
+    import asyncio
+
+    from omegaconf import OmegaConf, open_dict
+    from verl.utils import hf_tokenizer
+
+    from verl_parl.swarm.orchestrator import ParlSwarmAgentLoop
+    from verl_parl.testing.agent_loops import make_loop
+
+    (model, base), (turns, critical, exhausted) = swarm_loop_setup, expected
+    cfg = base.copy()
+    with open_dict(cfg):
+        cfg.parl.output_dir = str(tmp_path)
+        cfg.parl.swarm = OmegaConf.create({"subagent_tools": ["calculator"], **limits})
+        cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
+        cfg.parl.traces = OmegaConf.create({"train_fraction": 1.0})
+        cfg.actor_rollout_ref.rollout.response_length = 2048
+    policy = NeverAnsweringPolicy(hf_tokenizer(str(model)))
+
+    async def run() -> Any:
+        loop = make_loop(ParlSwarmAgentLoop, cfg, policy, model)
+        return await loop.run({"temperature": 1.0}, raw_prompt=[{"role": "user", "content": "Add things up."}])
+
+    fields = asyncio.run(run()).extra_fields
+    (record,) = read_traces(tmp_path).records
+    assert (fields["parl_critical_steps"], fields["parl_budget_exhausted"]) == (critical, exhausted)
+    assert fields["parl_num_stages"] == len(record["orchestrator"]) == turns
+    path = record["critical_path"]
+    assert sum(p["steps"] for p in path) == fields["parl_critical_steps"] == record["accounting"]["parl_critical_steps"]
+    timeline = episode_timeline(record, 0)
+    generations = [s for s in timeline["spans"] if s["lane"] == 0 and s["kind"] == "generate" and s["critical"]]
+    assert sorted(s["stage"] for s in generations) == [  # one span per counted orchestrator step
+        p["stage"] for p in path for _ in range(p["main_steps"])
+    ]
+    assert critical_span_steps(timeline) == fields["parl_critical_steps"]

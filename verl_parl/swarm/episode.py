@@ -89,7 +89,10 @@ class SwarmEpisode:
         return budget is None or critical_steps(self.stages) < budget
 
     def record_final_turn(self) -> None:
-        """The orchestrator's answer turn is a stage of its own (one main step)."""
+        """The orchestrator's last generation, when its calls are not run (an answer, the budget's forced
+        turn, or a full response), is a stage of its own (one main step). Not called when the episode
+        ends right after a :meth:`run_turn` (``max_orchestrator_steps``, a full context): no generation
+        followed, so there is no stage to count."""
         self.stages.append(Stage(main_steps=1))
 
     def accounting(self) -> EpisodeAccounting:

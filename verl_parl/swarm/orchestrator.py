@@ -79,7 +79,6 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             await self._run_episode(state, episode, ctx, sampling_params)
         finally:
             await episode.aclose()
-        episode.record_final_turn()
         resets = sum(r.context_resets for r in episode.results)
         outputs = self._outputs(
             state, {**episode.accounting().to_extra_fields(), "parl_context_subagent_resets": float(resets)}
@@ -101,11 +100,12 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
                 await self._append(state, [{"role": "user", "content": BUDGET_MESSAGE}], tools)
             calls = await self._turn(state, sampling_params, stage=len(episode.stages))
             if not calls or final or self._room(state) <= 0:
+                episode.record_final_turn()  # a generation whose calls (if any) are not run: a stage of its own
                 break
             observations = await self._dispatch(state, episode, calls)
             await self._append(state, [{"role": "tool", "content": o} for o in observations], tools)
             if step == steps - 1 or not await self._manage(state, tools, ctx):
-                break
+                break  # ended by max_orchestrator_steps or a full context: no answer turn, no stage for one
 
     async def _turn(self, state: Episode, sampling_params: dict[str, Any], stage: int) -> list[Any]:
         """One orchestrator generation; traced with its times and ``stage`` (0-based: the stage its
