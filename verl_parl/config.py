@@ -93,6 +93,7 @@ class ParlConfig:
     subagent: dict[str, Any] = field(default_factory=dict)
     context: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.context.settings.parse_context
     researcher: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.agents.researcher
+    traces: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.traces.settings
     tools: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.tools.config
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
 
@@ -158,6 +159,7 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     except ConfigError as exc:
         errors.extend(exc.errors)
     errors.extend(_context_errors(raw.get("context") or {}, raw.get("researcher") or {}))
+    errors.extend(_trace_errors(raw.get("traces") or {}))
     errors.extend(_tool_errors(raw))
     try:
         reward_cfg = _reward_config(reward)
@@ -175,7 +177,7 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     return parl
 
 
-SECTIONS = ("embedded", "swarm", "subagent", "context", "researcher", "tools", "reward")
+SECTIONS = ("embedded", "swarm", "subagent", "context", "researcher", "tools", "reward", "traces")
 """``parl``'s sections, each parsed by its component."""
 
 TOOL_LISTS = (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
@@ -207,6 +209,16 @@ def _context_errors(context: dict[str, Any], researcher: dict[str, Any]) -> list
     except ConfigError as exc:
         errors.extend(exc.errors)
     return errors
+
+
+def _trace_errors(traces: dict[str, Any]) -> list[str]:
+    from verl_parl.traces.settings import parse_traces
+
+    try:
+        parse_traces(traces)
+    except ConfigError as exc:
+        return exc.errors
+    return []
 
 
 def _tool_errors(raw: dict[str, Any]) -> list[str]:

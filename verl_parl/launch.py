@@ -214,6 +214,7 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     summary["plots"] = _plots(records, run_dir / "plots")  # after the summary: plots are a convenience
+    summary["traces"] = _traces(cfg, run_dir)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
@@ -227,6 +228,28 @@ def _plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - plots are a convenience, the metrics are already written
         print(f"[verl-parl] warning: could not write plots: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return []
+
+
+def _traces(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
+    """``traces/index.html`` drawn from ``traces/swarm.jsonl`` (None without traces, or with
+    ``parl.traces.html: false``); what it holds, for summary.json. A failure is logged, never fatal."""
+    from verl_parl.traces.read import trace_path
+    from verl_parl.traces.view import INDEX_FILE, write_html
+
+    if not OmegaConf.select(cfg, "parl.traces.html", default=True) or not trace_path(run_dir).is_file():
+        return None
+    try:
+        html = run_dir / INDEX_FILE
+        traces = write_html(run_dir, html)
+    except Exception as exc:  # noqa: BLE001 - the viewer is a convenience, the traces are already written
+        print(f"[verl-parl] warning: could not draw the traces: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+    return {
+        "html": str(html),
+        "episodes": traces.read,
+        "skipped_lines": traces.skipped,
+        "dropped": traces.dropped,
+    }
 
 
 def heldout_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -270,4 +293,6 @@ def format_summary(summary: dict[str, Any]) -> str:
     rows += [(key, se) for key, se in summary["metrics"].items() if key not in shown]
     for name, se in rows:
         lines.append(name if se is None else f"{name:<48} {se['start']:>12.4g} {se['end']:>12.4g}")
+    if traces := summary.get("traces"):
+        lines.append(f"traces: {traces['html']} ({traces['episodes']} episodes; python -m verl_parl.traces --help)")
     return "\n".join(lines)

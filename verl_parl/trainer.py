@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
@@ -169,7 +170,16 @@ class ParlSyncTrainer(PPOTrainerSync):
         finally:
             buffer.sample = sample
         metrics.update(heldout_metrics(episodes))
+        self._trace_rewards(episodes)
         return metrics
+
+    def _trace_rewards(self, rows: list[Any]) -> None:
+        """The rewards of the traced episodes among ``rows`` to ``traces/rewards.jsonl`` (for the viewer)."""
+        from verl_parl.traces.write import append_rewards
+
+        run_dir = OmegaConf.select(self.config, "parl.output_dir", default=None)
+        if run_dir:
+            append_rewards(run_dir, [getattr(row, "data", row) for row in rows])
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         context = before_advantage(self, batch, metrics)
@@ -184,7 +194,9 @@ class ParlSyncTrainer(PPOTrainerSync):
 
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        metrics.update(parl_field_means(data.pop("extra_fields").tolist()))
+        rows = data.pop("extra_fields").tolist()
+        metrics.update(parl_field_means(rows))
+        self._trace_rewards(rows)
         if self._frozen_digests is None:
             self._frozen_digests = {}
         metrics.update(frozen_group_metrics(self._frozen_digests))

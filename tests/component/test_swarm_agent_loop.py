@@ -56,10 +56,11 @@ def masked(output: Any, mask: int) -> list[int]:
     return [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == mask]
 
 
-def swarm_config(cfg: DictConfig, **swarm: Any) -> DictConfig:
+def swarm_config(cfg: DictConfig, traces: dict[str, Any] | None = None, **swarm: Any) -> DictConfig:
     cfg = cfg.copy()
     with open_dict(cfg):
         cfg.parl.swarm = OmegaConf.create(swarm)
+        cfg.parl.traces = OmegaConf.create(traces or {"train_fraction": 0.0})
         cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
         cfg.actor_rollout_ref.rollout.response_length = 1024  # room for the whole episode
     return cfg
@@ -81,7 +82,7 @@ def run_episode(cfg: DictConfig, model_path: Path) -> tuple[Any, ScriptedPolicy]
 
 
 def test_only_orchestrator_tokens_are_trainable(trainer_config: DictConfig, model_path: Path) -> None:
-    output, policy = run_episode(swarm_config(trainer_config, trace_fraction=1.0), model_path)
+    output, policy = run_episode(swarm_config(trainer_config, traces={"train_fraction": 1.0}), model_path)
     trained = masked(output, 1)
     assert trained == [t for ids in policy.orchestrator_outputs for t in ids]
     assert len(policy.orchestrator_outputs) == 2

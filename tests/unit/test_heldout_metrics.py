@@ -169,7 +169,9 @@ class FakeBuffer:
         return FakeBatch(self.batches.pop(0) if self.batches else []), {}
 
 
-def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import numpy as np
     import transfer_queue as tq
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
@@ -179,7 +181,7 @@ def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(monkeypat
     store = {  # the in-memory TransferQueue: key -> extra_fields
         "a_0_0": swarm_episode(0.0, 9, 9, 1.0, 1),  # an earlier segment of session a_0: not counted
         "a_0_1": swarm_episode(0.5, 4, 8, 2.0, 3),
-        "b_0_0": swarm_episode(1.0, 6, 12, 2.0, 5),
+        "b_0_0": {**swarm_episode(1.0, 6, 12, 2.0, 5), "trace_id": "traced-b"},  # a traced episode
     }
 
     def kv_batch_get(keys: list[str], partition_id: str, select_fields: list[str]) -> dict:
@@ -196,6 +198,7 @@ def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(monkeypat
     monkeypatch.setattr(tq, "kv_batch_get", kv_batch_get)
     monkeypatch.setattr(PPOTrainerSync, "_validate", verl_validate)
     trainer = object.__new__(ParlSyncTrainer)
+    trainer.config = OmegaConf.create({"parl": {"output_dir": str(tmp_path)}})
     buffer = FakeBuffer([["a_0_0", "a_0_1"], ["b_0_0"]])
     trainer.replay_buffer = buffer
     metrics = trainer._validate()
@@ -210,6 +213,8 @@ def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(monkeypat
         "val-parl/num_assigned/mean": 4.0,
     }
     assert buffer.sample.__func__ is FakeBuffer.sample  # the wrapper is removed after validation
+    rewards = (tmp_path / "traces" / "rewards.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in rewards] == [{"request_id": "traced-b", "reward": 1.0}]  # its acc
 
 
 def test_item_f1_falls_back_to_the_mean_of_verls_per_source_values() -> None:

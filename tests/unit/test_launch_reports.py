@@ -8,6 +8,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from verl_parl.launch import VERL_METRICS_FILE, format_summary, read_verl_metrics, start_end, write_reports
+from verl_parl.traces.write import append_record
 
 
 def write_verl_log(run_dir: Path) -> None:
@@ -48,3 +49,21 @@ def test_write_reports_produces_metrics_and_summary(tmp_path: Path) -> None:
     table = format_summary(summary)
     assert "run finished: 2 steps" in table
     assert "val-core/verl_parl/arithmetic/acc/mean@1" in table
+
+
+def test_the_run_end_draws_the_traces_and_names_the_page(tmp_path: Path) -> None:
+    write_verl_log(tmp_path)
+    cfg = OmegaConf.create({"parl": {"profile": "cpu"}})
+    assert write_reports(cfg, tmp_path, started=0.0, succeeded=True)["traces"] is None  # nothing traced
+    record = {"request_id": "r", "global_steps": 1, "orchestrator": [], "stages": [], "accounting": {}}
+    append_record(tmp_path, record)
+    with (tmp_path / "traces" / "swarm.jsonl").open("a") as out:
+        out.write('{"truncat')  # a run killed mid-write
+    summary = write_reports(cfg, tmp_path, started=0.0, succeeded=True)
+    page = tmp_path / "traces" / "index.html"
+    assert summary["traces"] == {"html": str(page), "episodes": 1, "skipped_lines": 1, "dropped": 0}
+    assert json.loads((tmp_path / "summary.json").read_text())["traces"]["html"] == str(page)
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    assert f"traces: {page} (1 episodes" in format_summary(summary)
+    off = OmegaConf.create({"parl": {"profile": "cpu", "traces": {"html": False}}})
+    assert write_reports(off, tmp_path, started=0.0, succeeded=True)["traces"] is None

@@ -22,7 +22,7 @@ import asyncio
 from dataclasses import dataclass, fields
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from verl_parl.context.policies import RewriteContext
@@ -34,6 +34,8 @@ from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.swarm.subagent import assistant_message
 from verl_parl.tools.config import runtimes, tool_settings
 from verl_parl.tools.runtime import CallResult, ToolBox
+from verl_parl.traces.settings import trace_settings
+from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
 
 AGENT_NAME = "researcher"
 
@@ -77,6 +79,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
         self.settings = researcher_settings(self.config)
         self.context = context_settings(self.config)["agent"]
         self.runtimes = list(runtimes(self.settings.tools, tool_settings(self.config)).values())
+        self.traces = trace_settings(self.config)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         from verl_parl.frozen import SharedBackend
@@ -105,13 +108,28 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                 if state.turns >= self.settings.max_turns or not await self._manage(state, schemas, ctx):
                     break
         report.iterations_exceeded = not answered and not state.context_exceeded
-        return self._outputs(state, report.fields(state.turns))
+        outputs = self._outputs(state, report.fields(state.turns))
+        if self._maybe_trace(state, report, kwargs):
+            (outputs[-1] if isinstance(outputs, list) else outputs).extra_fields[TRACE_ID] = state.request_id
+        return outputs
 
     async def _turn(self, state: Episode, sampling_params: dict[str, Any]) -> list[ToolCall | CallError]:
+        started, stage = state.clock(), state.turns
         generated = await self._generate(state, sampling_params)
         text = self.tokenizer.decode(generated, skip_special_tokens=True)
         content, calls = parse_tool_calls(text)
-        state.turn_log.append({"turn": state.turns, "tokens": len(generated), "tool_calls": len(calls)})
+        state.turn_log.append(
+            {
+                "turn": state.turns,
+                "tokens": len(generated),
+                "tool_calls": len(calls),
+                "text": text[:2000],
+                "start": started,
+                "end": state.clock(),
+                "stage": stage,
+                "tools": [],
+            }
+        )
         state.messages.append(assistant_message(content, calls))
         return calls
 
@@ -131,7 +149,43 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                 report.invalid_tool_calls += 1
             return state.policy.label(result.text)
 
-        return list(await asyncio.gather(*(one(c) for c in calls)))
+        async def timed(call: ToolCall | CallError) -> str:
+            started = state.clock()
+            observation = await one(call)
+            name = call.name if isinstance(call, ToolCall) else "invalid call"
+            arguments = {k: str(v)[:500] for k, v in call.arguments.items()} if isinstance(call, ToolCall) else {}
+            status = "error" if observation.startswith("error") else "ok"
+            entry = {"name": name, "arguments": arguments, "observation": observation[:500], "status": status}
+            state.turn_log[-1]["tools"].append({**entry, "start": started, "end": state.clock()})
+            return observation
+
+        return list(await asyncio.gather(*(timed(c) for c in calls)))
+
+    def _maybe_trace(self, state: Episode, report: _FormatReport, kwargs: dict[str, Any]) -> bool:
+        """One trace line (``parl.traces``): every turn is one stage of one main step."""
+        run_dir = OmegaConf.select(self.config, "parl.output_dir")
+        validation = is_validation(kwargs)
+        step = state.extra_fields.get("global_steps")
+        if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):
+            return False
+        prompt = kwargs.get("raw_prompt")
+        record = {
+            "version": RECORD_VERSION,
+            "agent": AGENT_NAME,
+            "validation": validation,
+            "duration": state.clock(),
+            "critical_path": [
+                {"stage": t, "main_steps": 1, "subagent": -1, "sub_steps": 0, "steps": 1} for t in range(state.turns)
+            ],
+            "request_id": state.request_id,
+            "task": prompt[-1].get("content") if prompt else None,
+            "orchestrator": state.turn_log,
+            "stages": [],
+            "accounting": {**report.fields(state.turns), "parl_critical_steps": state.turns},
+            "context": state.context_fields(),
+            "global_steps": step,
+        }
+        return append_record(run_dir, record, self.traces.max_bytes) is not None
 
 
 @dataclass

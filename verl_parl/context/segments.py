@@ -23,6 +23,7 @@ overflows the budget, which then ends the episode, is cut at ``data.max_response
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
@@ -70,6 +71,11 @@ class Episode:
     beyond_window: int = 0  # turns taken while the unmanaged context exceeded the window
     context_exceeded: bool = False
     first_turns: list[int] = field(default_factory=list)  # episode-wide index of each segment's first turn
+    origin: float = field(default_factory=time.monotonic)  # traced times are seconds since this
+
+    def clock(self) -> float:
+        """Seconds since the episode started (monotonic; the traces' time base)."""
+        return time.monotonic() - self.origin
 
     @property
     def current(self) -> Segment:

@@ -49,6 +49,23 @@ def critical_steps(stages: list[Stage]) -> int:
     return sum(s.main_steps + max(s.sub_steps, default=0) for s in stages)
 
 
+def critical_path(stage_sub_steps: list[list[int]], main_steps: list[int] | None = None) -> list[dict[str, int]]:
+    """Per stage t: its main steps, the longest subagent (index within the stage; -1 when none ran; the
+    first on ties) and its steps, and ``steps`` = S_main(t) + max_i S_sub,i(t). The ``steps`` sum to
+    :func:`critical_steps`. ``main_steps`` defaults to 1 per stage.
+
+    >>> [(p["subagent"], p["steps"]) for p in critical_path([[2, 3], []])]
+    [(1, 4), (-1, 1)]
+    """
+    mains = main_steps if main_steps is not None else [1] * len(stage_sub_steps)
+    path = []
+    for t, (main, subs) in enumerate(zip(mains, stage_sub_steps, strict=True)):
+        longest = max(range(len(subs)), key=lambda i: (subs[i], -i), default=-1)
+        sub = subs[longest] if longest >= 0 else 0
+        path.append({"stage": t, "main_steps": main, "subagent": longest, "sub_steps": sub, "steps": main + sub})
+    return path
+
+
 def total_steps(stages: list[Stage]) -> int:
     """Σ_t (S_main(t) + Σ_i S_sub,i(t)): all steps, as if everything ran serially."""
     return sum(s.main_steps + sum(s.sub_steps) for s in stages)

@@ -55,7 +55,6 @@ class SwarmSettings:
     subagent: SubagentServing = field(default_factory=SubagentServing)
     subagent_tools: tuple[str, ...] = ()
     direct_tools: tuple[str, ...] = ()
-    trace_fraction: float = 0.0
 
 
 def parse_swarm(
@@ -78,11 +77,9 @@ def parse_swarm(
     for key, names in tools.items():
         errors += name_list_errors(names, f"parl.swarm.{key}")
     tools = {key: tuple(names) if not name_list_errors(names, key) else () for key, names in tools.items()}
-    trace_fraction = swarm.pop("trace_fraction", 0.0)
-    if bad := type_errors(SwarmSettings, {"trace_fraction": trace_fraction}, "parl.swarm"):
-        errors, trace_fraction = errors + bad, 0.0
-    if not 0.0 <= trace_fraction <= 1.0:
-        errors.append(f"parl.swarm.trace_fraction: {trace_fraction} is not in [0, 1]")
+    if "trace_fraction" in swarm:
+        swarm.pop("trace_fraction")
+        errors.append("parl.swarm.trace_fraction: moved to parl.traces.train_fraction")
     schedule_raw = serving.pop("schedule", None)
     if schedule_raw:
         from verl_parl.frozen.schedule import parse_schedule
@@ -113,9 +110,7 @@ def parse_swarm(
             errors.append(f"{key}: {exc}")
     if errors:
         raise ConfigError(errors)
-    return SwarmSettings(
-        limits=parts["parl.swarm"], subagent=parts["parl.subagent"], trace_fraction=trace_fraction, **tools
-    )
+    return SwarmSettings(limits=parts["parl.swarm"], subagent=parts["parl.subagent"], **tools)
 
 
 def _schedule_engine_errors(has_schedule: bool, engine: str | None) -> list[str]:

@@ -69,6 +69,12 @@ class SwarmEpisode:
     _direct_box: ToolBox | None = field(default=None, init=False, repr=False)
     hooks: Any = None  # pluggy hook relay: verl_parl_subagent_start / _finish
     context: SubagentContext | None = None  # parl.context.subagent
+    origin: float = field(default_factory=time.monotonic)  # traced times are seconds since this
+    _direct_times: dict[int, tuple[float, float]] = field(default_factory=dict, init=False, repr=False)
+
+    def clock(self) -> float:
+        """Seconds since the episode's origin (monotonic)."""
+        return time.monotonic() - self.origin
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -83,7 +89,10 @@ class SwarmEpisode:
         return budget is None or critical_steps(self.stages) < budget
 
     def record_final_turn(self) -> None:
-        """The orchestrator's answer turn is a stage of its own (one main step)."""
+        """The orchestrator's last generation, when its calls are not run (an answer, the budget's forced
+        turn, or a full response), is a stage of its own (one main step). Not called when the episode
+        ends right after a :meth:`run_turn` (``max_orchestrator_steps``, a full context): no generation
+        followed, so there is no stage to count."""
         self.stages.append(Stage(main_steps=1))
 
     def accounting(self) -> EpisodeAccounting:
@@ -107,11 +116,11 @@ class SwarmEpisode:
                     assigned_this_turn += 1
                     pending[index] = self._assign(call)
             elif call.name in self.direct_tools:
-                pending[index] = self._direct(call)
+                pending[index] = self._direct(call, index)
             else:
                 known = sorted([CREATE_SUBAGENT, ASSIGN_TASK, *self.direct_tools])
                 observations[index] = f"error: unknown tool {call.name!r}; available: {known}"
-        started = time.monotonic()
+        started = self.clock()
         done = dict(zip(pending, await asyncio.gather(*pending.values()), strict=True))
         records = []
         for index, outcome in done.items():
@@ -126,11 +135,11 @@ class SwarmEpisode:
                 observations[index] = outcome
         self.stages.append(Stage(main_steps=1, subagents=tuple(records)))
         final = [obs or "" for obs in observations]
-        self._log_stage(calls, final, done, time.monotonic() - started)
+        self._log_stage(calls, final, done, started)
         return final
 
     def _log_stage(
-        self, calls: list[ToolCall | CallError], observations: list[str], done: dict, seconds: float
+        self, calls: list[ToolCall | CallError], observations: list[str], done: dict, started: float
     ) -> None:
         entries = []
         for index, (call, observation) in enumerate(zip(calls, observations, strict=True)):
@@ -141,10 +150,21 @@ class SwarmEpisode:
             if isinstance(outcome, SubagentResult):
                 entry["subagent"] = {
                     key: getattr(outcome, key)
-                    for key in ("name", "status", "steps", "tool_calls", "tokens", "seconds", "trace")
+                    for key in ("name", "status", "steps", "tool_calls", "tokens", "seconds", "trace", "start", "end")
                 }
+            if index in self._direct_times:
+                entry["start"], entry["end"] = self._direct_times.pop(index)
             entries.append(entry)
-        self.log.append({"stage": len(self.stages), "seconds": round(seconds, 4), "calls": entries})
+        ended = self.clock()
+        self.log.append(
+            {
+                "stage": len(self.stages),
+                "seconds": round(ended - started, 4),
+                "start": started,
+                "end": ended,
+                "calls": entries,
+            }
+        )
 
     def _create(self, call: ToolCall) -> str:
         problem = check_arguments(call, ORCHESTRATOR_TOOL_SCHEMAS[0])
@@ -188,6 +208,7 @@ class SwarmEpisode:
             limits=self.limits.subagent,
             sampling_params=self.sampling_params,
             context=self.context,
+            origin=self.origin,
         )
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_finish(
@@ -195,10 +216,14 @@ class SwarmEpisode:
             )
         return result
 
-    async def _direct(self, call: ToolCall) -> str:
+    async def _direct(self, call: ToolCall, index: int) -> str:
         if self._direct_box is None:
             self._direct_box = ToolBox(self.direct_tools.values())
-        return await run_tool(self._direct_box, call)
+        started = self.clock()
+        try:
+            return await run_tool(self._direct_box, call)
+        finally:
+            self._direct_times[index] = (started, self.clock())
 
     async def aclose(self) -> None:
         """Close the orchestrator's tool sessions (call once the episode ends)."""

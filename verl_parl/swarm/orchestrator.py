@@ -24,12 +24,14 @@ from verl_parl.context.segments import Episode, SegmentedAgentLoop
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
 from verl_parl.plugins import get_plugin_manager, swarm_tool_names
+from verl_parl.swarm.accounting import critical_path
 from verl_parl.swarm.calls import parse_tool_calls
 from verl_parl.swarm.config import swarm_settings
 from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.subagent import SubagentContext, assistant_message
-from verl_parl.swarm.traces import append_record, should_trace
 from verl_parl.tools.config import runtimes, tool_settings
+from verl_parl.traces.settings import trace_settings
+from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
 
 AGENT_NAME = "parl_swarm"
 BUDGET_MESSAGE = "The critical-step budget is exhausted. Give your final answer now, without tool calls."
@@ -45,6 +47,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         self.subagent_backend = subagent_backend
         self.settings = swarm_settings(self.config)
         self.tool_settings = tool_settings(self.config)
+        self.traces = trace_settings(self.config)
         contexts = context_settings(self.config)
         self.context, self.subagent_context = contexts["agent"], contexts["subagent"]
         pm = get_plugin_manager()
@@ -56,6 +59,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         from verl_parl.frozen import SharedBackend, get_backend
 
         backend = self.subagent_backend or get_backend(self.settings.subagent, self.server_manager)
+        state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
         episode = SwarmEpisode(
             backend=backend,
             tokenizer=self.tokenizer,
@@ -65,8 +69,8 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             sampling_params={**sampling_params, "logprobs": False},
             hooks=self.hooks,
             context=SubagentContext(self.subagent_context, self.settings.subagent.max_model_len),
+            origin=state.origin,
         )
-        state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
         summarizer = backend if self.context.summarizer == "frozen" else lambda: SharedBackend(self.server_manager)
         ctx = RewriteContext(
             summarize=make_summarizer(summarizer, self.tokenizer, self.context.summary_max_tokens, sampling_params)
@@ -75,12 +79,12 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             await self._run_episode(state, episode, ctx, sampling_params)
         finally:
             await episode.aclose()
-        episode.record_final_turn()
         resets = sum(r.context_resets for r in episode.results)
         outputs = self._outputs(
             state, {**episode.accounting().to_extra_fields(), "parl_context_subagent_resets": float(resets)}
         )
-        self._maybe_trace(state, episode, kwargs)
+        if self._maybe_trace(state, episode, kwargs):
+            (outputs[-1] if isinstance(outputs, list) else outputs).extra_fields[TRACE_ID] = state.request_id
         return outputs
 
     async def _run_episode(
@@ -94,19 +98,32 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             if final:
                 episode.budget_exhausted = True
                 await self._append(state, [{"role": "user", "content": BUDGET_MESSAGE}], tools)
-            calls = await self._turn(state, sampling_params)
+            calls = await self._turn(state, sampling_params, stage=len(episode.stages))
             if not calls or final or self._room(state) <= 0:
+                episode.record_final_turn()  # a generation whose calls (if any) are not run: a stage of its own
                 break
             observations = await self._dispatch(state, episode, calls)
             await self._append(state, [{"role": "tool", "content": o} for o in observations], tools)
             if step == steps - 1 or not await self._manage(state, tools, ctx):
-                break
+                break  # ended by max_orchestrator_steps or a full context: no answer turn, no stage for one
 
-    async def _turn(self, state: Episode, sampling_params: dict[str, Any]) -> list[Any]:
+    async def _turn(self, state: Episode, sampling_params: dict[str, Any], stage: int) -> list[Any]:
+        """One orchestrator generation; traced with its times and ``stage`` (0-based: the stage its
+        calls start, or the final-answer stage)."""
+        started = state.clock()
         generated = await self._generate(state, sampling_params)
         text = self.tokenizer.decode(generated, skip_special_tokens=True)
         content, calls = parse_tool_calls(text)
-        state.turn_log.append({"turn": state.turns, "tokens": len(generated), "text": text[:2000]})
+        state.turn_log.append(
+            {
+                "turn": state.turns,
+                "tokens": len(generated),
+                "text": text[:2000],
+                "start": started,
+                "end": state.clock(),
+                "stage": stage,
+            }
+        )
         state.messages.append(assistant_message(content, calls))
         return calls
 
@@ -122,20 +139,28 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             for i, c in enumerate(calls)
         ]
 
-    def _maybe_trace(self, state: Episode, episode: SwarmEpisode, kwargs: dict[str, Any]) -> None:
+    def _maybe_trace(self, state: Episode, episode: SwarmEpisode, kwargs: dict[str, Any]) -> bool:
         run_dir = OmegaConf.select(self.config, "parl.output_dir")
-        if not run_dir or not should_trace(self.settings.trace_fraction):
-            return
+        validation = is_validation(kwargs)
+        step = state.extra_fields.get("global_steps")
+        if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):
+            return False
+        accounting = episode.accounting()
         record = {
+            "version": RECORD_VERSION,
+            "agent": AGENT_NAME,
+            "validation": validation,
+            "duration": state.clock(),
+            "critical_path": critical_path(accounting.stage_sub_steps),
             "request_id": state.request_id,
             "task": kwargs["raw_prompt"][-1].get("content") if kwargs.get("raw_prompt") else None,
             "orchestrator": state.turn_log,
             "stages": episode.log,
-            "accounting": episode.accounting().to_extra_fields(),
+            "accounting": accounting.to_extra_fields(),
             "context": state.context_fields(),
-            "global_steps": state.extra_fields.get("global_steps"),
+            "global_steps": step,
         }
-        append_record(run_dir, record)
+        return append_record(run_dir, record, self.traces.max_bytes) is not None
 
 
 def _merge(configured: tuple[str, ...], added: list[str]) -> tuple[str, ...]:

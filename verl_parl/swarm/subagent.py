@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +50,9 @@ class SubagentResult:
     tokens: int = 0
     seconds: float = 0.0
     context_resets: int = 0
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)  # per step: tokens, text, timed tool calls
+    start: float = 0.0  # seconds since the episode's origin (``run_subagent(origin=...)``)
+    end: float = 0.0
 
     @property
     def returned(self) -> bool:
@@ -94,6 +97,7 @@ class SubagentContext:
 
 async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-only API
     result: SubagentResult,
+    clock: Callable[[], float],
     backend: GenerateBackend,
     tokenizer: Any,
     messages: list[dict[str, Any]],
@@ -108,7 +112,9 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
     prompt = PromptBuilder(tokenizer, messages, schemas)
     params = {**sampling_params, "max_tokens": limits.max_new_tokens}
     while result.steps < limits.max_steps:
+        started = clock()
         generated = await backend.generate(list(prompt.ids), dict(params))
+        ended = clock()
         result.steps += 1
         text = generated if isinstance(generated, str) else tokenizer.decode(generated, skip_special_tokens=True)
         n_tokens = (
@@ -116,12 +122,15 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
         )
         result.tokens += n_tokens
         content, calls = parse_tool_calls(text)
-        result.trace.append({"step": result.steps, "tool_calls": len(calls), "tokens": n_tokens})
+        step: dict[str, Any] = {"step": result.steps, "tool_calls": len(calls), "tokens": n_tokens}
+        result.trace.append({**step, "start": started, "end": ended, "text": text[:TRACE_CHARS], "tools": []})
         if not calls:
             result.message, result.status = content or text.strip(), "ok"
             return
         result.tool_calls += len(calls)
-        observations = await asyncio.gather(*(_observe(tools, policy, own, call) for call in calls))
+        observations = await asyncio.gather(
+            *(_timed(result.trace[-1]["tools"], clock, _observe(tools, policy, own, call), call) for call in calls)
+        )
         prompt.extend(generated, assistant_message(content, calls), list(observations))
         if (
             context is not None
@@ -137,6 +146,25 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
     result.message = (
         f"subagent {result.name!r} stopped: step budget of {limits.max_steps} exhausted before a final answer"
     )
+
+
+TRACE_CHARS = 500  # texts kept per traced step, tool argument and observation
+
+
+async def _timed(
+    log: list[dict[str, Any]], clock: Callable[[], float], work: Awaitable[str], call: ToolCall | CallError
+) -> str:
+    """Await one tool call's ``work`` and append its timed entry to ``log`` (in completion order)."""
+    started = clock()
+    observation = await work
+    entry: dict[str, Any] = {"start": started, "end": clock(), "observation": observation[:TRACE_CHARS]}
+    if isinstance(call, ToolCall):
+        entry.update(name=call.name, arguments={k: str(v)[:TRACE_CHARS] for k, v in call.arguments.items()})
+    else:
+        entry.update(name="invalid call", arguments={})
+    entry["status"] = "error" if observation.startswith("error") else "ok"
+    log.append(entry)
+    return observation
 
 
 async def _observe(tools: ToolBox, policy: ContextPolicy, own: set[str], call: ToolCall | CallError) -> str:
@@ -156,16 +184,26 @@ async def run_subagent(
     limits: SubagentLimits,
     sampling_params: dict[str, Any],
     context: SubagentContext | None = None,
+    origin: float | None = None,
 ) -> SubagentResult:
     """Run one subagent to its final message; every failure becomes a failure message. Session
-    tools get one session for this subagent, closed when it ends."""
+    tools get one session for this subagent, closed when it ends. Times in the result (``start``,
+    ``end``, each traced step's and tool call's) are seconds since ``origin`` (a ``time.monotonic()``
+    value; default: this run's start)."""
     result = SubagentResult(name=name, message="", status="error")
     messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": task}]
     started = time.monotonic()
+    zero = started if origin is None else origin
+
+    def clock() -> float:
+        return time.monotonic() - zero
+
+    result.start = clock()
     try:
         async with ToolBox(tools.values()) as box:
             await asyncio.wait_for(
-                _loop(result, backend, tokenizer, messages, box, limits, sampling_params, context), limits.timeout_s
+                _loop(result, clock, backend, tokenizer, messages, box, limits, sampling_params, context),
+                limits.timeout_s,
             )
     except TimeoutError:
         result.status = "timeout"
@@ -174,5 +212,6 @@ async def run_subagent(
         result.status = "error"
         result.message = f"subagent {name!r} failed: {type(exc).__name__}: {exc}"
     result.seconds = time.monotonic() - started
+    result.end = clock()
     result.message = truncate_tokens(tokenizer, result.message, limits.max_result_tokens)
     return result

@@ -1,0 +1,54 @@
+"""``parl.traces``: which episodes are traced, and how much a run may write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from omegaconf import DictConfig
+
+from verl_parl.errors import ConfigError, config_section, did_you_mean
+from verl_parl.typecheck import type_errors
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    """See ``configs/parl_trainer.yaml`` (``parl.traces``) for each field."""
+
+    train_fraction: float = 0.1
+    val_fraction: float = 0.0
+    val_min: int = 4
+    max_mb: float = 64.0
+    html: bool = True
+
+    def __post_init__(self) -> None:
+        errors = [
+            f"parl.traces.{name}: {getattr(self, name)} is not in [0, 1]"
+            for name in ("train_fraction", "val_fraction")
+            if not 0.0 <= getattr(self, name) <= 1.0
+        ]
+        if self.val_min < 0:
+            errors.append(f"parl.traces.val_min: must be >= 0, got {self.val_min}")
+        if not self.max_mb > 0:
+            errors.append(f"parl.traces.max_mb: must be positive, got {self.max_mb}")
+        if errors:
+            raise ConfigError(errors)
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_mb * 2**20)
+
+
+def parse_traces(raw: dict[str, Any]) -> TraceSettings:
+    """``parl.traces`` dict -> settings; unknown keys and bad values in one :class:`ConfigError`."""
+    known = [f.name for f in fields(TraceSettings)]
+    errors = [f"parl.traces.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
+    errors += type_errors(TraceSettings, raw, "parl.traces")
+    if errors:
+        raise ConfigError(errors)
+    return TraceSettings(**raw)
+
+
+def trace_settings(config: DictConfig) -> TraceSettings:
+    """Settings from the trainer config's ``parl.traces`` (defaults when absent)."""
+    return parse_traces(config_section(config, "parl.traces"))
