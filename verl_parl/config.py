@@ -22,8 +22,6 @@ from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
 if TYPE_CHECKING:
     from verl_parl.rewards.config import ParlRewardConfig
 
-EMBEDDED_TASKS = ("arithmetic", "research")
-EMBEDDED_AGENT_LOOPS = ("tool_agent", "parl_swarm", "researcher")
 PROFILES = ("cpu", "gpu")
 
 
@@ -34,50 +32,48 @@ def _check(errors: list[str], ok: bool, message: str) -> None:
 
 @dataclass(frozen=True)
 class EmbeddedTaskConfig:
-    """``parl.embedded``: the built-in task the default run trains on."""
+    """``parl.embedded``: the registered task (``verl_parl_register_tasks``) the default run trains on."""
 
     task: str = "arithmetic"
     agent_loop: str = "parl_swarm"
     n_train: int = 64
     n_val: int = 16
     seed: int = 0
-    options: dict[str, Any] = field(default_factory=dict)  # research: more SuiteConfig fields
+    options: dict[str, Any] = field(default_factory=dict)  # the task's own settings (TaskSpec.check_options)
 
     def __post_init__(self) -> None:
         errors: list[str] = []
-        _check(errors, self.task in EMBEDDED_TASKS, f"parl.embedded.task: {self.task!r} is not one of {EMBEDDED_TASKS}")
-        errors += self.option_errors()
-        _check(
-            errors,
-            self.agent_loop in EMBEDDED_AGENT_LOOPS,
-            f"parl.embedded.agent_loop: {self.agent_loop!r} is not one of {EMBEDDED_AGENT_LOOPS}",
-        )
         _check(errors, _is_int(self.n_train) and self.n_train > 0, "parl.embedded.n_train: must be a positive int")
         _check(errors, _is_int(self.n_val) and self.n_val > 0, "parl.embedded.n_val: must be a positive int")
         _check(errors, _is_int(self.seed), "parl.embedded.seed: must be an int")
+        errors += self.task_errors()
         if errors:
             raise ConfigError(errors)
 
-    def option_errors(self) -> list[str]:
-        """``options`` are the research suite's generator settings; the arithmetic task takes none."""
+    def task_errors(self) -> list[str]:
+        """The task must be registered and installed, take this agent loop and accept these options."""
+        from verl_parl.plugins import get_registries
+        from verl_parl.registry import UnknownNameError
+
+        try:
+            spec = get_registries().tasks.get(self.task)
+        except UnknownNameError as exc:
+            return [f"parl.embedded.task: {exc} (python -m verl_parl.plugins list)"]
+        errors = [f"parl.embedded.task: {missing}" for missing in spec.missing_requirements()]
+        _check(
+            errors,
+            self.agent_loop in spec.agent_loops,
+            f"parl.embedded.agent_loop: {self.agent_loop!r} is not one of the {self.task} task's {spec.agent_loops}",
+        )
         if not isinstance(self.options, dict):
-            return ["parl.embedded.options: must be a mapping"]
-        if self.task != "research":
-            return [f"parl.embedded.options: the {self.task} task takes no options"] if self.options else []
-        from verl_parl.tasks.research.dataset import suite_errors
+            return [*errors, "parl.embedded.options: must be a mapping"]
+        if spec.check_options is None:
+            return errors + ([f"parl.embedded.options: the {self.task} task takes no options"] if self.options else [])
+        return errors + [f"parl.embedded.options.{e}" for e in spec.check_options(self.settings())]
 
-        taken = [f"parl.embedded.options.{key}: set parl.embedded.{key} instead" for key in RESEARCH_SET_BY_EMBEDDED]
-        return [e for e, key in zip(taken, RESEARCH_SET_BY_EMBEDDED, strict=True) if key in self.options] + [
-            f"parl.embedded.options.{e}" for e in suite_errors(self.research_settings())
-        ]
-
-    def research_settings(self) -> dict[str, Any]:
-        """Keyword arguments of the research suite's ``SuiteConfig`` for this section."""
-        fixed = {"seed": self.seed, "n_train": self.n_train, "n_val": self.n_val, "agent_loop": self.agent_loop}
-        return {**self.options, **fixed}
-
-
-RESEARCH_SET_BY_EMBEDDED = ("seed", "n_train", "n_val", "agent_loop")
+    def settings(self) -> dict[str, Any]:
+        """This section as the dict a task's writer and option check receive."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pluggy
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from verl_parl.registry import ContextPolicySpec, Register, RewardSpec, ScorerSpec, ToolSpec
+    from verl_parl.registry import ContextPolicySpec, Register, RewardSpec, ScorerSpec, TaskSpec, ToolSpec
 
 hookspec = pluggy.HookspecMarker("verl_parl")
 
@@ -81,6 +81,23 @@ def verl_parl_register_context_policies(register: Register[ContextPolicySpec]) -
     Returns nothing (a return value is ignored).
 
     Calling rule: called once per implementing plugin, in registration order; a duplicate policy name
+    raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
+@hookspec
+def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
+    """Register tasks (dataset writer, scorer, tools, cold-start demonstrations, config defaults).
+
+    Receives ``register``, bound to the calling plugin: call ``register(TaskSpec(name=...,
+    factory=write_data, scorer=..., tools=(...), demos={role: "module:function"}, ...))`` once per
+    task. ``parl.embedded.task`` selects a task by name; everything that depends on the task (the
+    dataset and tool-config assets, the cold-start model, ``parl.embedded`` validation, the task's
+    config defaults) reads it from this registry.
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per implementing plugin, in registration order; a duplicate task name
     raises ``DuplicateNameError`` naming both plugins.
     """
 

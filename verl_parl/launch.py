@@ -60,6 +60,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         pm = plugins.get_plugin_manager()
     except (PluginError, verl_plugin.VerlPluginError) as exc:
         raise ConfigError([f"plugins: {exc}"]) from exc
+    apply_task_defaults(cfg, overrides)
     errors: list[str] = []
     try:
         with assets.building(False):  # parl may refer to assets (the search index): check before building any
@@ -87,6 +88,24 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     if errors:
         raise ConfigError(errors)
     return parl
+
+
+def apply_task_defaults(cfg: DictConfig, overrides: list[str]) -> None:
+    """Set the selected task's config defaults (``TaskSpec.defaults``) except keys given on the command
+    line; an unknown task is left for ``parse_parl`` to report."""
+    from omegaconf import open_dict
+
+    from verl_parl.plugins import get_registries
+
+    tasks = get_registries().tasks
+    task = OmegaConf.select(cfg, "parl.embedded.task")
+    if task not in tasks:
+        return
+    given = {override.split("=", 1)[0].lstrip("+~") for override in overrides}
+    with open_dict(cfg):
+        for key, value in tasks.get(task).defaults.items():
+            if key not in given:
+                OmegaConf.update(cfg, key, value, force_add=True)
 
 
 def explicit_critic(cfg: DictConfig) -> None:

@@ -76,6 +76,7 @@ _REGISTER_HOOKS: dict[str, str] = {
     "verl_parl_register_rewards": "rewards",
     "verl_parl_register_scorers": "scorers",
     "verl_parl_register_context_policies": "context_policies",
+    "verl_parl_register_tasks": "tasks",
 }
 """Registration hook → the :class:`Registries` field it fills."""
 
@@ -231,7 +232,7 @@ def _per_plugin_callers(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[
 
 
 def collect_registries(pm: pluggy.PluginManager) -> Registries:
-    """Call the four ``verl_parl_register_*`` hooks and return the filled registries.
+    """Call the ``verl_parl_register_*`` hooks and return the filled registries.
 
     Each implementation receives a ``register`` bound to its plugin's name, so every spec records
     who registered it. Raises ``DuplicateNameError`` when two registrations share a name.

@@ -35,7 +35,7 @@ def test_parl_errors_are_all_reported_with_keys_and_hints() -> None:
         parse_parl(parl(profile="tpu", embedded={"task": "chess", "n_train": 0}))
     joined = "\n".join(info.value.errors)
     assert "parl.profile: 'tpu'" in joined
-    assert "parl.embedded.task: 'chess'" in joined
+    assert "parl.embedded.task: unknown task 'chess'" in joined
     assert "parl.embedded.n_train" in joined
 
 

@@ -137,8 +137,13 @@ class ColdStartSpec:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-TASK_RECIPES: dict[str, dict[str, Any]] = {"arithmetic": {}, "research": {"steps": 500}}
-"""Per-task changes to :class:`ColdStartSpec`'s defaults for the built-in tasks (the default run's recipe)."""
+def task_recipe(task: str) -> dict[str, Any]:
+    """The registered ``task``'s changes to :class:`ColdStartSpec`'s defaults (``TaskSpec.coldstart``);
+    none for a task nobody registered."""
+    from verl_parl.plugins import get_registries
+
+    tasks = get_registries().tasks
+    return dict(tasks.get(task).coldstart) if task in tasks else {}
 
 READER_RECIPE: dict[str, Any] = {
     "base": READER_MODEL,
@@ -156,9 +161,9 @@ from-scratch model: 0 and 0); whole held-out tasks still score 0 (docs/cpu.md)."
 
 
 def default_spec(task: str, *, reader: bool = False) -> ColdStartSpec:
-    """The cold-start recipe the default run uses for the built-in ``task`` (any other task: the plain
-    defaults); ``reader=True`` starts from the pretrained reader instead (:data:`READER_RECIPE`)."""
-    return ColdStartSpec(task=task, **{**TASK_RECIPES.get(task, {}), **(READER_RECIPE if reader else {})})
+    """The cold-start recipe the default run uses for the registered ``task`` (its ``TaskSpec.coldstart``
+    over the plain defaults); ``reader=True`` starts from the pretrained reader instead (:data:`READER_RECIPE`)."""
+    return ColdStartSpec(task=task, **{**task_recipe(task), **(READER_RECIPE if reader else {})})
 
 
 # ------------------------------------------------------------------------------------------- encoding
