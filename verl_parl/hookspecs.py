@@ -45,10 +45,13 @@ def verl_parl_register_tools(register: Register[ToolSpec]) -> None:
 
 @hookspec
 def verl_parl_register_rewards(register: Register[RewardSpec]) -> None:
-    """Register reward functions.
+    """Register reward forms (what the ``parl`` reward manager makes of an episode's score).
 
     Receives ``register``, bound to the calling plugin: call ``register(RewardSpec(name=...,
-    factory=..., description=...))`` once per reward.
+    factory=..., description=...))`` once per reward. ``factory()`` returns the form, a function
+    ``(verl_parl.rewards.forms.EpisodeReward) -> dict[str, float]`` giving the episode's ``parl_*``
+    reward entries, ``parl_reward`` being the reward; ``parl.reward.form`` selects one by name
+    (built-ins: ``paper``, ``blog``, ``researcher``).
 
     Returns nothing (a return value is ignored).
 

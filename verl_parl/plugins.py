@@ -63,6 +63,7 @@ __all__ = [
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "verl_parl.tasks.arithmetic",
     "verl_parl.rewards.scorers",
+    "verl_parl.rewards.forms",
     "verl_parl.context",
     "verl_parl.tasks.research.plugin",
 )
