@@ -172,3 +172,14 @@ def test_load_target_names_what_it_cannot_load() -> None:
         load_target("random.Random")
     with pytest.raises(PluginError, match="cannot load 'random:Nope'"):
         load_target("random:Nope")
+
+
+def test_the_research_task_without_the_search_plugin_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "verl_parl_search", None)  # what find_spec sees when it is not installed
+    with pytest.raises(ConfigError) as info:
+        EmbeddedTaskConfig(task="research")
+    assert info.value.errors == [
+        "parl.embedded.task: the 'research' task (plugin 'verl_parl.tasks.research.plugin') needs the module "
+        "'verl_parl_search', which is not installed: pip install -e plugins/search "
+        "(bash scripts/install.sh installs it)"
+    ]
