@@ -148,14 +148,6 @@ def parse_parl(section: DictConfig) -> ParlConfig:
         errors.extend(exc.errors)
         embedded_cfg = EmbeddedTaskConfig()
     try:
-        from verl_parl.swarm.config import parse_swarm
-
-        parse_swarm(raw.get("swarm") or {}, raw.get("subagent") or {}, default_model_path=None)
-    except ConfigError as exc:
-        errors.extend(exc.errors)
-    errors.extend(_context_errors(raw.get("context") or {}, raw.get("researcher") or {}))
-    errors.extend(_tool_errors(raw))
-    try:
         reward_cfg = _reward_config(reward)
     except ConfigError as exc:
         errors.extend(exc.errors)
@@ -172,7 +164,9 @@ def parse_parl(section: DictConfig) -> ParlConfig:
 
 
 SECTIONS = ("embedded", "swarm", "subagent", "context", "researcher", "tools", "reward")
-"""``parl``'s sections, each parsed by its component."""
+"""``parl``'s sections. ``parse_parl`` checks their shape and parses ``embedded`` and ``reward`` (parts of
+:class:`ParlConfig`); each other section is validated by its component's built-in plugin
+(``verl_parl_validate_config``: swarm and subagent, context, researcher, tools)."""
 
 TOOL_LISTS = (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
 
@@ -193,29 +187,25 @@ def _shape_errors(raw: dict[str, Any]) -> list[str]:
     return errors
 
 
-def _context_errors(context: dict[str, Any], researcher: dict[str, Any]) -> list[str]:
-    from verl_parl.agents.researcher import parse_researcher
-    from verl_parl.context.settings import context_errors
-
-    errors = context_errors(context)
+def component_sections(config: DictConfig) -> dict[str, dict[str, Any]] | None:
+    """``parl``'s sections as plain dicts for the components' validators, shaped as ``parse_parl`` shapes
+    them (a section that is not a mapping, or a tool list that is not a list of names, becomes its
+    default: ``parse_parl`` reports those); None when ``parl`` itself cannot be read."""
     try:
-        parse_researcher(researcher)
-    except ConfigError as exc:
-        errors.extend(exc.errors)
-    return errors
+        raw = OmegaConf.to_container(config.parl, resolve=True) if "parl" in config else {}
+    except Exception:  # noqa: BLE001 - an unresolvable parl section is reported by parse_parl and resolution
+        return None
+    if not isinstance(raw, dict):
+        return None
+    _shape_errors(raw)
+    return {section: raw.get(section) or {} for section in SECTIONS}
 
 
-def _tool_errors(raw: dict[str, Any]) -> list[str]:
-    """``parl.tools`` problems, and tool names the loops use that no plugin registered."""
-    from verl_parl.tools.config import tool_errors
-
-    used = [
-        (f"parl.{section}.{key}", name)
-        for section, key in TOOL_LISTS
-        for name in ((raw.get(section) or {}).get(key) or [])
+def used_tools(sections: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """``(config key, tool name)`` of every tool a loop is configured to call (:data:`TOOL_LISTS`)."""
+    return [
+        (f"parl.{section}.{key}", name) for section, key in TOOL_LISTS for name in (sections[section].get(key) or [])
     ]
-    tools = raw.get("tools") or {}
-    return tool_errors(tools, used) if isinstance(tools, dict) else ["parl.tools: must be a mapping of tool names"]
 
 
 def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type) -> list[str]:
@@ -361,57 +351,15 @@ def check_verl(cfg: DictConfig) -> list[str]:
     return errors
 
 
-def check_trainer_mode(cfg: DictConfig) -> list[str]:
-    """The ``parl`` reward manager and ``reinforce_nsc`` need the ``parl_sync`` trainer's hooks."""
-    from verl_parl.rewards.verl_hooks import in_use
-
-    mode = OmegaConf.select(cfg, "trainer.v1.trainer_mode")
-    if in_use(cfg) and mode != "parl_sync":
-        return [
-            f"trainer.v1.trainer_mode: {mode!r} cannot run reward.reward_manager.name=parl or "
-            "algorithm.adv_estimator=reinforce_nsc (their metrics and context come from trainer_mode=parl_sync)"
-        ]
-    return []
-
-
-def check_subagent_schedule(cfg: DictConfig) -> list[str]:
-    from verl_parl.frozen.schedule import check_subagent_schedule as check
-
-    return check(cfg)
-
-
-def check_judge(cfg: DictConfig) -> list[str]:
-    from verl_parl.rewards.judge import check_judge as check
-
-    return check(cfg)
-
-
-def check_segments(cfg: DictConfig) -> list[str]:
-    """A context policy splits episodes into several outputs, which only verl's v1 trainer accepts."""
-    policy = OmegaConf.select(cfg, "parl.context.agent.policy", default="none")
-    if policy != "none" and not OmegaConf.select(cfg, "trainer.use_v1", default=False):
-        return [
-            f"parl.context.agent.policy: {policy!r} returns one output per context segment, which needs "
-            "verl's v1 trainer (trainer.use_v1=true)"
-        ]
-    return []
-
-
 Check = Callable[[DictConfig], list[str]]
-CHECKS: tuple[Check, ...] = (
-    check_profile,
-    check_batch_sizes,
-    check_paths,
-    check_rollout_backend,
-    check_trainer_mode,
-    check_segments,
-    check_subagent_schedule,
-    check_judge,
-)
+CHECKS: tuple[Check, ...] = (check_profile, check_batch_sizes, check_paths, check_rollout_backend)
+"""Whole-config checks of the run itself; each component checks its own settings in its built-in
+plugin's ``verl_parl_validate_config`` (passed to :func:`validate` as ``plugin_errors``)."""
 
 
 def validate(cfg: DictConfig, *, plugin_errors: Iterable[str] = ()) -> ParlConfig:
-    """Validate the resolved config; raise one :class:`ConfigError` listing every problem."""
+    """Validate the resolved config; raise one :class:`ConfigError` listing every problem, ``plugin_errors``
+    (every plugin's ``verl_parl_validate_config`` messages, the built-in components' included) with them."""
     errors: list[str] = []
     parl: ParlConfig | None = None
     try:

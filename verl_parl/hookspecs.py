@@ -122,7 +122,10 @@ def verl_parl_validate_config(config: DictConfig) -> list[str]:  # type: ignore[
 
     Calling rule: collected, not ``firstresult``: every implementing plugin is called, in
     registration order, and all their messages are concatenated and reported together. Returning
-    anything but a list of strings raises ``PluginError`` naming the plugin.
+    anything but a list of strings raises ``PluginError`` naming the plugin. The built-in components
+    validate their own ``parl.*`` sections this way (swarm and subagent, context, researcher, tools,
+    rewards); the built-in plugins are also called once before the config is resolved (``${parl_asset:...}``
+    values read as None there), so that their errors stop the run before any asset is built.
     """
 
 

@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
@@ -64,7 +64,11 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "verl_parl.tasks.arithmetic",
     "verl_parl.rewards.scorers",
     "verl_parl.rewards.forms",
+    "verl_parl.rewards.checks",
     "verl_parl.context",
+    "verl_parl.swarm.plugin",
+    "verl_parl.agents",
+    "verl_parl.tools.plugin",
     "verl_parl.tasks.research.plugin",
 )
 """Modules of our own components, registered (under their module name) before any entry point."""
@@ -246,14 +250,17 @@ def collect_registries(pm: pluggy.PluginManager) -> Registries:
     return registries
 
 
-def validate_config(pm: pluggy.PluginManager, config: DictConfig) -> list[str]:
-    """Every plugin's ``verl_parl_validate_config`` messages, concatenated in registration order.
+def validate_config(pm: pluggy.PluginManager, config: DictConfig, *, only: Collection[str] | None = None) -> list[str]:
+    """Every plugin's ``verl_parl_validate_config`` messages, concatenated in registration order
+    (``only``: just the plugins of these names, e.g. :data:`BUILTIN_PLUGINS`).
 
     Raises:
         PluginError: a plugin returned something other than a list of strings.
     """
     errors: list[str] = []
     for plugin_name, caller in _per_plugin_callers(pm, "verl_parl_validate_config"):
+        if only is not None and plugin_name not in only:
+            continue
         for result in caller(config=config):
             if not isinstance(result, list) or not all(isinstance(msg, str) for msg in result):
                 raise PluginError(

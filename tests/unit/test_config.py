@@ -100,7 +100,7 @@ def test_override_must_keep_the_type_of_the_default() -> None:
 
 
 def test_staged_rewards_need_the_parl_sync_trainer() -> None:
-    from verl_parl.config import check_trainer_mode
+    from verl_parl.rewards.checks import trainer_mode_errors as check_trainer_mode
 
     cfg = OmegaConf.create(
         {"trainer": {"v1": {"trainer_mode": "sync"}}, "algorithm": {"adv_estimator": "reinforce_nsc"}}

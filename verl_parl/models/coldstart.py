@@ -145,6 +145,7 @@ def task_recipe(task: str) -> dict[str, Any]:
     tasks = get_registries().tasks
     return dict(tasks.get(task).coldstart) if task in tasks else {}
 
+
 READER_RECIPE: dict[str, Any] = {
     "base": READER_MODEL,
     "pretrain": PretrainSpec(),

@@ -276,5 +276,3 @@ def _tool_messages(observations: list[str]) -> list[Message]:
 def demo_digest_payload(demo: Demo) -> str:
     """A canonical JSON text of ``demo`` (part of the cold-start cache key)."""
     return json.dumps({"role": demo.role, "messages": demo.messages, "tools": demo.tools}, sort_keys=True)
-
-

@@ -453,5 +453,3 @@ def _map_strings(value: Any, fn: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_map_strings(v, fn) for v in value)
     return value
-
-
