@@ -18,6 +18,7 @@ PLUGIN_API = [
     "verl_parl/tools/runtime.py",
     "verl_parl/testing/tool_contract.py",
     "verl_parl/testing/session_contract.py",
+    "verl_parl/testing/component_contract.py",
     "verl_parl/errors.py",
 ]
 MAX_MODULE_LINES = 600

@@ -101,7 +101,7 @@ def check_context_policy(policy: Any, *, rounds: int = 4) -> list[dict[str, Any]
     history = scripted_history(rounds)
     before = copy.deepcopy(history)
     try:
-        result = asyncio.run(policy.rewrite(history, RewriteContext()))
+        result: list[dict[str, Any]] | None = asyncio.run(policy.rewrite(history, RewriteContext()))
     except Exception as exc:
         raise ComponentContractError(
             f"context policy {policy!r}", [f"rewrite raised {type(exc).__name__}: {exc}"]
