@@ -6,10 +6,8 @@ the driver when :mod:`verl_parl.main` resolves the config, so workers only ever 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,34 +40,16 @@ def _embedded_dir(root: DictConfig, spec: dict[str, Any]) -> Path:
 
 
 def _embedded_data(root: DictConfig) -> dict[str, Path]:
-    """The embedded task's files: ``train``, ``val`` (parquet) and, for the research suite, ``test``,
-    ``index`` (the search index over its corpus) and ``tools`` (verl's tool config for it)."""
+    """The embedded task's files, written by its registered writer (``TaskSpec.factory``): ``train``,
+    ``val`` (parquet), ``tools`` (verl's tool config) and whatever else the task writes (research:
+    ``test``, ``index``)."""
+    from verl_parl.plugins import get_registries
+
     spec = _embedded_spec(root)
-    directory = _embedded_dir(root, spec)
-    if spec["task"] == "research":
-        return _research_suite(directory, spec)
-    from verl_parl.tasks import arithmetic
-
-    paths = {split: directory / f"{split}.parquet" for split in ("train", "val")}
-    if not all(p.exists() for p in paths.values()):
-        print(f"[verl-parl] writing the embedded {spec['task']} task to {directory}", file=sys.stderr, flush=True)
-        paths = arithmetic.write_dataset(
-            directory, n_train=spec["n_train"], n_val=spec["n_val"], seed=spec["seed"], agent_loop=spec["agent_loop"]
-        )
-    return paths
-
-
-def _research_suite(directory: Path, spec: dict[str, Any]) -> dict[str, Path]:
-    from verl_parl.config import EmbeddedTaskConfig
-    from verl_parl.tasks.research import dataset
-
-    settings = EmbeddedTaskConfig(**spec).research_settings()
-    if "entity_fractions" in settings:
-        settings["entity_fractions"] = tuple(settings["entity_fractions"])
-    log = functools.partial(print, file=sys.stderr, flush=True)  # stdout stays the caller's (e.g. evaluate's table)
-    dataset.generate(directory, dataset.SuiteConfig(**settings), index=True, progress=False, log=log)
-    paths = {split: directory / f"{split}.parquet" for split in dataset.SPLITS}
-    return {**paths, "index": directory / dataset.INDEX_DIR, "tools": directory / dataset.TOOLS_FILE}
+    task = get_registries().tasks.get(spec["task"])
+    if missing := task.missing_requirements():
+        raise RuntimeError("; ".join(missing))
+    return dict(task.factory(_embedded_dir(root, spec), spec))
 
 
 def _embedded_path(name: str) -> Callable[[DictConfig], str]:
@@ -96,16 +76,6 @@ def _coldstart_model(root: DictConfig) -> str:
     return str(build_coldstart_model(spec, cache_dir=_cache_dir(root) / "models"))
 
 
-def _embedded_tools(root: DictConfig) -> str:
-    """verl's tool config for the embedded task: the calculator, or the research suite's search tool."""
-    if root.parl.embedded.task == "research":
-        return str(_embedded_data(root)["tools"])
-    from verl_parl.tasks import arithmetic
-
-    path = _cache_dir(root) / "tools" / "calculator.yaml"
-    return str(arithmetic.write_tool_config(path))
-
-
 def _reward_fn(root: DictConfig) -> str:
     from verl_parl.rewards import verl_reward
 
@@ -119,7 +89,7 @@ ASSETS: dict[str, Callable[[DictConfig], Any]] = {
     "embedded_val": _embedded_path("val"),
     "embedded_test": _embedded_path("test"),
     "embedded_search_index": _embedded_path("index"),
-    "embedded_tools": _embedded_tools,
+    "embedded_tools": _embedded_path("tools"),
     "reward_fn": _reward_fn,
 }
 

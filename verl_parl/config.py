@@ -22,8 +22,6 @@ from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
 if TYPE_CHECKING:
     from verl_parl.rewards.config import ParlRewardConfig
 
-EMBEDDED_TASKS = ("arithmetic", "research")
-EMBEDDED_AGENT_LOOPS = ("tool_agent", "parl_swarm", "researcher")
 PROFILES = ("cpu", "gpu")
 
 
@@ -34,50 +32,48 @@ def _check(errors: list[str], ok: bool, message: str) -> None:
 
 @dataclass(frozen=True)
 class EmbeddedTaskConfig:
-    """``parl.embedded``: the built-in task the default run trains on."""
+    """``parl.embedded``: the registered task (``verl_parl_register_tasks``) the default run trains on."""
 
     task: str = "arithmetic"
     agent_loop: str = "parl_swarm"
     n_train: int = 64
     n_val: int = 16
     seed: int = 0
-    options: dict[str, Any] = field(default_factory=dict)  # research: more SuiteConfig fields
+    options: dict[str, Any] = field(default_factory=dict)  # the task's own settings (TaskSpec.check_options)
 
     def __post_init__(self) -> None:
         errors: list[str] = []
-        _check(errors, self.task in EMBEDDED_TASKS, f"parl.embedded.task: {self.task!r} is not one of {EMBEDDED_TASKS}")
-        errors += self.option_errors()
-        _check(
-            errors,
-            self.agent_loop in EMBEDDED_AGENT_LOOPS,
-            f"parl.embedded.agent_loop: {self.agent_loop!r} is not one of {EMBEDDED_AGENT_LOOPS}",
-        )
         _check(errors, _is_int(self.n_train) and self.n_train > 0, "parl.embedded.n_train: must be a positive int")
         _check(errors, _is_int(self.n_val) and self.n_val > 0, "parl.embedded.n_val: must be a positive int")
         _check(errors, _is_int(self.seed), "parl.embedded.seed: must be an int")
+        errors += self.task_errors()
         if errors:
             raise ConfigError(errors)
 
-    def option_errors(self) -> list[str]:
-        """``options`` are the research suite's generator settings; the arithmetic task takes none."""
+    def task_errors(self) -> list[str]:
+        """The task must be registered and installed, take this agent loop and accept these options."""
+        from verl_parl.plugins import get_registries
+        from verl_parl.registry import UnknownNameError
+
+        try:
+            spec = get_registries().tasks.get(self.task)
+        except UnknownNameError as exc:
+            return [f"parl.embedded.task: {exc} (python -m verl_parl.plugins list)"]
+        errors = [f"parl.embedded.task: {missing}" for missing in spec.missing_requirements()]
+        _check(
+            errors,
+            self.agent_loop in spec.agent_loops,
+            f"parl.embedded.agent_loop: {self.agent_loop!r} is not one of the {self.task} task's {spec.agent_loops}",
+        )
         if not isinstance(self.options, dict):
-            return ["parl.embedded.options: must be a mapping"]
-        if self.task != "research":
-            return [f"parl.embedded.options: the {self.task} task takes no options"] if self.options else []
-        from verl_parl.tasks.research.dataset import suite_errors
+            return [*errors, "parl.embedded.options: must be a mapping"]
+        if spec.check_options is None:
+            return errors + ([f"parl.embedded.options: the {self.task} task takes no options"] if self.options else [])
+        return errors + [f"parl.embedded.options.{e}" for e in spec.check_options(self.settings())]
 
-        taken = [f"parl.embedded.options.{key}: set parl.embedded.{key} instead" for key in RESEARCH_SET_BY_EMBEDDED]
-        return [e for e, key in zip(taken, RESEARCH_SET_BY_EMBEDDED, strict=True) if key in self.options] + [
-            f"parl.embedded.options.{e}" for e in suite_errors(self.research_settings())
-        ]
-
-    def research_settings(self) -> dict[str, Any]:
-        """Keyword arguments of the research suite's ``SuiteConfig`` for this section."""
-        fixed = {"seed": self.seed, "n_train": self.n_train, "n_val": self.n_val, "agent_loop": self.agent_loop}
-        return {**self.options, **fixed}
-
-
-RESEARCH_SET_BY_EMBEDDED = ("seed", "n_train", "n_val", "agent_loop")
+    def settings(self) -> dict[str, Any]:
+        """This section as the dict a task's writer and option check receive."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -153,15 +149,6 @@ def parse_parl(section: DictConfig) -> ParlConfig:
         errors.extend(exc.errors)
         embedded_cfg = EmbeddedTaskConfig()
     try:
-        from verl_parl.swarm.config import parse_swarm
-
-        parse_swarm(raw.get("swarm") or {}, raw.get("subagent") or {}, default_model_path=None)
-    except ConfigError as exc:
-        errors.extend(exc.errors)
-    errors.extend(_context_errors(raw.get("context") or {}, raw.get("researcher") or {}))
-    errors.extend(_trace_errors(raw.get("traces") or {}))
-    errors.extend(_tool_errors(raw))
-    try:
         reward_cfg = _reward_config(reward)
     except ConfigError as exc:
         errors.extend(exc.errors)
@@ -178,7 +165,9 @@ def parse_parl(section: DictConfig) -> ParlConfig:
 
 
 SECTIONS = ("embedded", "swarm", "subagent", "context", "researcher", "tools", "reward", "traces")
-"""``parl``'s sections, each parsed by its component."""
+"""``parl``'s sections. ``parse_parl`` checks their shape and parses ``embedded`` and ``reward`` (parts of
+:class:`ParlConfig`); each other section is validated by its component's built-in plugin
+(``verl_parl_validate_config``: swarm and subagent, context, researcher, tools, traces)."""
 
 TOOL_LISTS = (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
 
@@ -199,39 +188,25 @@ def _shape_errors(raw: dict[str, Any]) -> list[str]:
     return errors
 
 
-def _context_errors(context: dict[str, Any], researcher: dict[str, Any]) -> list[str]:
-    from verl_parl.agents.researcher import parse_researcher
-    from verl_parl.context.settings import context_errors
-
-    errors = context_errors(context)
+def component_sections(config: DictConfig) -> dict[str, dict[str, Any]] | None:
+    """``parl``'s sections as plain dicts for the components' validators, shaped as ``parse_parl`` shapes
+    them (a section that is not a mapping, or a tool list that is not a list of names, becomes its
+    default: ``parse_parl`` reports those); None when ``parl`` itself cannot be read."""
     try:
-        parse_researcher(researcher)
-    except ConfigError as exc:
-        errors.extend(exc.errors)
-    return errors
+        raw = OmegaConf.to_container(config.parl, resolve=True) if "parl" in config else {}
+    except Exception:  # noqa: BLE001 - an unresolvable parl section is reported by parse_parl and resolution
+        return None
+    if not isinstance(raw, dict):
+        return None
+    _shape_errors(raw)
+    return {section: raw.get(section) or {} for section in SECTIONS}
 
 
-def _trace_errors(traces: dict[str, Any]) -> list[str]:
-    from verl_parl.traces.settings import parse_traces
-
-    try:
-        parse_traces(traces)
-    except ConfigError as exc:
-        return exc.errors
-    return []
-
-
-def _tool_errors(raw: dict[str, Any]) -> list[str]:
-    """``parl.tools`` problems, and tool names the loops use that no plugin registered."""
-    from verl_parl.tools.config import tool_errors
-
-    used = [
-        (f"parl.{section}.{key}", name)
-        for section, key in TOOL_LISTS
-        for name in ((raw.get(section) or {}).get(key) or [])
+def used_tools(sections: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """``(config key, tool name)`` of every tool a loop is configured to call (:data:`TOOL_LISTS`)."""
+    return [
+        (f"parl.{section}.{key}", name) for section, key in TOOL_LISTS for name in (sections[section].get(key) or [])
     ]
-    tools = raw.get("tools") or {}
-    return tool_errors(tools, used) if isinstance(tools, dict) else ["parl.tools: must be a mapping of tool names"]
 
 
 def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type) -> list[str]:
@@ -377,57 +352,15 @@ def check_verl(cfg: DictConfig) -> list[str]:
     return errors
 
 
-def check_trainer_mode(cfg: DictConfig) -> list[str]:
-    """The ``parl`` reward manager and ``reinforce_nsc`` need the ``parl_sync`` trainer's hooks."""
-    from verl_parl.rewards.verl_hooks import in_use
-
-    mode = OmegaConf.select(cfg, "trainer.v1.trainer_mode")
-    if in_use(cfg) and mode != "parl_sync":
-        return [
-            f"trainer.v1.trainer_mode: {mode!r} cannot run reward.reward_manager.name=parl or "
-            "algorithm.adv_estimator=reinforce_nsc (their metrics and context come from trainer_mode=parl_sync)"
-        ]
-    return []
-
-
-def check_subagent_schedule(cfg: DictConfig) -> list[str]:
-    from verl_parl.frozen.schedule import check_subagent_schedule as check
-
-    return check(cfg)
-
-
-def check_judge(cfg: DictConfig) -> list[str]:
-    from verl_parl.rewards.judge import check_judge as check
-
-    return check(cfg)
-
-
-def check_segments(cfg: DictConfig) -> list[str]:
-    """A context policy splits episodes into several outputs, which only verl's v1 trainer accepts."""
-    policy = OmegaConf.select(cfg, "parl.context.agent.policy", default="none")
-    if policy != "none" and not OmegaConf.select(cfg, "trainer.use_v1", default=False):
-        return [
-            f"parl.context.agent.policy: {policy!r} returns one output per context segment, which needs "
-            "verl's v1 trainer (trainer.use_v1=true)"
-        ]
-    return []
-
-
 Check = Callable[[DictConfig], list[str]]
-CHECKS: tuple[Check, ...] = (
-    check_profile,
-    check_batch_sizes,
-    check_paths,
-    check_rollout_backend,
-    check_trainer_mode,
-    check_segments,
-    check_subagent_schedule,
-    check_judge,
-)
+CHECKS: tuple[Check, ...] = (check_profile, check_batch_sizes, check_paths, check_rollout_backend)
+"""Whole-config checks of the run itself; each component checks its own settings in its built-in
+plugin's ``verl_parl_validate_config`` (passed to :func:`validate` as ``plugin_errors``)."""
 
 
 def validate(cfg: DictConfig, *, plugin_errors: Iterable[str] = ()) -> ParlConfig:
-    """Validate the resolved config; raise one :class:`ConfigError` listing every problem."""
+    """Validate the resolved config; raise one :class:`ConfigError` listing every problem, ``plugin_errors``
+    (every plugin's ``verl_parl_validate_config`` messages, the built-in components' included) with them."""
     errors: list[str] = []
     parl: ParlConfig | None = None
     try:

@@ -15,7 +15,7 @@ import pluggy
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from verl_parl.registry import ContextPolicySpec, Register, RewardSpec, ScorerSpec, ToolSpec
+    from verl_parl.registry import ContextPolicySpec, Register, RewardSpec, ScorerSpec, TaskSpec, ToolSpec
 
 hookspec = pluggy.HookspecMarker("verl_parl")
 
@@ -45,10 +45,13 @@ def verl_parl_register_tools(register: Register[ToolSpec]) -> None:
 
 @hookspec
 def verl_parl_register_rewards(register: Register[RewardSpec]) -> None:
-    """Register reward functions.
+    """Register reward forms (what the ``parl`` reward manager makes of an episode's score).
 
     Receives ``register``, bound to the calling plugin: call ``register(RewardSpec(name=...,
-    factory=..., description=...))`` once per reward.
+    factory=..., description=...))`` once per reward. ``factory()`` returns the form, a function
+    ``(verl_parl.rewards.forms.EpisodeReward) -> dict[str, float]`` giving the episode's ``parl_*``
+    reward entries, ``parl_reward`` being the reward; ``parl.reward.form`` selects one by name
+    (built-ins: ``paper``, ``blog``, ``researcher``).
 
     Returns nothing (a return value is ignored).
 
@@ -85,6 +88,23 @@ def verl_parl_register_context_policies(register: Register[ContextPolicySpec]) -
     """
 
 
+@hookspec
+def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
+    """Register tasks (dataset writer, scorer, tools, cold-start demonstrations, config defaults).
+
+    Receives ``register``, bound to the calling plugin: call ``register(TaskSpec(name=...,
+    factory=write_data, scorer=..., tools=(...), demos={role: "module:function"}, ...))`` once per
+    task. ``parl.embedded.task`` selects a task by name; everything that depends on the task (the
+    dataset and tool-config assets, the cold-start model, ``parl.embedded`` validation, the task's
+    config defaults) reads it from this registry.
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per implementing plugin, in registration order; a duplicate task name
+    raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
 # -------------------------------------------------------------------------------------------------
 # Validation: called by ``verl_parl.plugins.validate_config`` once, in the driver, before any Ray
 # process starts, so every configuration error is reported at once.
@@ -102,7 +122,10 @@ def verl_parl_validate_config(config: DictConfig) -> list[str]:  # type: ignore[
 
     Calling rule: collected, not ``firstresult``: every implementing plugin is called, in
     registration order, and all their messages are concatenated and reported together. Returning
-    anything but a list of strings raises ``PluginError`` naming the plugin.
+    anything but a list of strings raises ``PluginError`` naming the plugin. The built-in components
+    validate their own ``parl.*`` sections this way (swarm and subagent, context, researcher, tools,
+    rewards); the built-in plugins are also called once before the config is resolved (``${parl_asset:...}``
+    values read as None there), so that their errors stop the run before any asset is built.
     """
 
 

@@ -60,14 +60,15 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         pm = plugins.get_plugin_manager()
     except (PluginError, verl_plugin.VerlPluginError) as exc:
         raise ConfigError([f"plugins: {exc}"]) from exc
+    apply_task_defaults(cfg, overrides)
     errors: list[str] = []
-    try:
-        with assets.building(False):  # parl may refer to assets (the search index): check before building any
+    with assets.building(False):  # parl may refer to assets (the search index): check before building any
+        try:
             parse_parl(cfg.parl)
-        parl_ok = True
-    except ConfigError as exc:
-        errors.extend(exc.errors)
-        parl_ok = False
+        except ConfigError as exc:
+            errors.extend(exc.errors)
+        errors.extend(_plugin_errors(pm, cfg, only=plugins.BUILTIN_PLUGINS))  # the components' own sections
+    parl_ok = not errors
     try:
         with assets.building(parl_ok):
             OmegaConf.resolve(cfg)
@@ -76,10 +77,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     with assets.building(False):  # the base config's defaults are compared, never built
         errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
     explicit_critic(cfg)
-    try:
-        plugin_errors = plugins.validate_config(pm, cfg)
-    except PluginError as exc:
-        raise ConfigError([f"plugins: {exc}"]) from exc
+    plugin_errors = _plugin_errors(pm, cfg)
     try:
         parl = validate(cfg, plugin_errors=plugin_errors)
     except ConfigError as exc:
@@ -87,6 +85,35 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     if errors:
         raise ConfigError(errors)
     return parl
+
+
+def _plugin_errors(pm: Any, cfg: DictConfig, *, only: tuple[str, ...] | None = None) -> list[str]:
+    """``verl_parl_validate_config`` messages (of the plugins named ``only``, or of all)."""
+    from verl_parl import plugins
+    from verl_parl.registry import PluginError
+
+    try:
+        return plugins.validate_config(pm, cfg, only=only)
+    except PluginError as exc:
+        raise ConfigError([f"plugins: {exc}"]) from exc
+
+
+def apply_task_defaults(cfg: DictConfig, overrides: list[str]) -> None:
+    """Set the selected task's config defaults (``TaskSpec.defaults``) except keys given on the command
+    line; an unknown task is left for ``parse_parl`` to report."""
+    from omegaconf import open_dict
+
+    from verl_parl.plugins import get_registries
+
+    tasks = get_registries().tasks
+    task = OmegaConf.select(cfg, "parl.embedded.task")
+    if task not in tasks:
+        return
+    given = {override.split("=", 1)[0].lstrip("+~") for override in overrides}
+    with open_dict(cfg):
+        for key, value in tasks.get(task).defaults.items():
+            if key not in given:
+                OmegaConf.update(cfg, key, value, force_add=True)
 
 
 def explicit_critic(cfg: DictConfig) -> None:

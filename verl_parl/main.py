@@ -81,11 +81,15 @@ def main(argv: list[str] | None = None) -> None:
     prepare_environment(profile)
     _exit_on_sigterm()
 
-    from verl_parl.assets import register_resolver
+    from verl_parl.assets import building, register_resolver
 
     register_resolver()
     sys.argv = [sys.argv[0], *args]
-    _hydra_app()
+    # Hydra merges YAML values over ${parl_asset:...} ones while composing, and OmegaConf dereferences
+    # them to do so: build nothing then (a recipe overriding model.path would build the cold start).
+    # launch.prepare resolves the config, and so builds the assets it still names, explicitly.
+    with building(False):
+        _hydra_app()
 
 
 def _hydra_app() -> None:

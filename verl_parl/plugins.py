@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
@@ -63,7 +63,13 @@ __all__ = [
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "verl_parl.tasks.arithmetic",
     "verl_parl.rewards.scorers",
+    "verl_parl.rewards.forms",
+    "verl_parl.rewards.checks",
     "verl_parl.context",
+    "verl_parl.swarm.plugin",
+    "verl_parl.agents",
+    "verl_parl.tools.plugin",
+    "verl_parl.traces.plugin",
     "verl_parl.tasks.research.plugin",
 )
 """Modules of our own components, registered (under their module name) before any entry point."""
@@ -76,6 +82,7 @@ _REGISTER_HOOKS: dict[str, str] = {
     "verl_parl_register_rewards": "rewards",
     "verl_parl_register_scorers": "scorers",
     "verl_parl_register_context_policies": "context_policies",
+    "verl_parl_register_tasks": "tasks",
 }
 """Registration hook → the :class:`Registries` field it fills."""
 
@@ -231,7 +238,7 @@ def _per_plugin_callers(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[
 
 
 def collect_registries(pm: pluggy.PluginManager) -> Registries:
-    """Call the four ``verl_parl_register_*`` hooks and return the filled registries.
+    """Call the ``verl_parl_register_*`` hooks and return the filled registries.
 
     Each implementation receives a ``register`` bound to its plugin's name, so every spec records
     who registered it. Raises ``DuplicateNameError`` when two registrations share a name.
@@ -244,14 +251,17 @@ def collect_registries(pm: pluggy.PluginManager) -> Registries:
     return registries
 
 
-def validate_config(pm: pluggy.PluginManager, config: DictConfig) -> list[str]:
-    """Every plugin's ``verl_parl_validate_config`` messages, concatenated in registration order.
+def validate_config(pm: pluggy.PluginManager, config: DictConfig, *, only: Collection[str] | None = None) -> list[str]:
+    """Every plugin's ``verl_parl_validate_config`` messages, concatenated in registration order
+    (``only``: just the plugins of these names, e.g. :data:`BUILTIN_PLUGINS`).
 
     Raises:
         PluginError: a plugin returned something other than a list of strings.
     """
     errors: list[str] = []
     for plugin_name, caller in _per_plugin_callers(pm, "verl_parl_validate_config"):
+        if only is not None and plugin_name not in only:
+            continue
         for result in caller(config=config):
             if not isinstance(result, list) or not all(isinstance(msg, str) for msg in result):
                 raise PluginError(

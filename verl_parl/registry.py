@@ -1,6 +1,6 @@
 """Typed registries that plugins fill through the ``verl_parl_register_*`` hooks.
 
-One :class:`Registry` per kind of component (tools, rewards, scorers, context policies), grouped in
+One :class:`Registry` per kind of component (tools, scorers, context policies, tasks), grouped in
 :class:`Registries`. A registry maps a name to a frozen ``*Spec`` record and is strict both ways:
 
 * registering a name twice raises :class:`DuplicateNameError`, naming both plugins, so one plugin
@@ -15,7 +15,9 @@ bound to the registering plugin (:meth:`Registry.bind`) and records its name.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+import importlib
+import importlib.util
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from verl_parl.errors import closest
@@ -30,8 +32,10 @@ __all__ = [
     "RewardSpec",
     "ScorerSpec",
     "Spec",
+    "TaskSpec",
     "ToolSpec",
     "UnknownNameError",
+    "load_target",
 ]
 
 
@@ -104,6 +108,67 @@ class ScorerSpec(Spec):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ContextPolicySpec(Spec):
     """A context-management policy; ``factory`` builds the policy object."""
+
+
+AGENT_LOOPS: tuple[str, ...] = ("tool_agent", "parl_swarm", "researcher")
+"""The agent loops a dataset row may name (verl's ``tool_agent`` and ours)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaskSpec(Spec):
+    """A task ``parl.embedded.task`` selects: its data, scorer, tools, cold start and config defaults.
+
+    Attributes:
+        factory: the dataset writer, ``write(directory: Path, settings: dict) -> dict[str, Path]``:
+            writes (or reuses) the task's files in ``directory`` and returns them by name: ``train``
+            and ``val`` (verl parquet), ``tools`` (verl's tool-config YAML) and any others the
+            config refers to as ``${parl_asset:embedded_<name>}`` (e.g. ``test``, ``index``).
+            ``settings`` is the ``parl.embedded`` section as a dict (``task``, ``agent_loop``,
+            ``n_train``, ``n_val``, ``seed``, ``options``).
+        scorer: the registered scorer that grades the rows (``reward_kwargs.scorer``).
+        tools: registered tool names the task's agents call (the researcher's and the subagents').
+        agent_loops: agent loops the task's rows may name (``parl.embedded.agent_loop``).
+        demos: cold-start demonstration sources, role -> ``"module:function"`` target of a
+            ``(random.Random) -> verl_parl.models.demos.Demo`` function, imported on first use.
+        renamer: ``"module:function"`` of the task's entity renamer (``make_demos(fresh_names=...)``).
+        coldstart: changes to ``verl_parl.models.coldstart.ColdStartSpec``'s defaults for this task, or a
+            ``"module:attribute"`` naming such a mapping (loaded when a cold start is built).
+        defaults: config values the task needs, dotted key -> value; applied by ``verl_parl.main``
+            when the task is selected, for every key not given on the command line.
+        check_options: ``(settings) -> list[str]``, problems with ``parl.embedded.options`` (each
+            message names its key after ``parl.embedded.options.``); None: the task takes no options.
+        requires: importable module -> the command that installs it; a missing one is a config error.
+    """
+
+    scorer: str
+    tools: tuple[str, ...] = ()
+    agent_loops: tuple[str, ...] = AGENT_LOOPS
+    demos: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    renamer: str | None = None
+    coldstart: Mapping[str, Any] | str = dataclasses.field(default_factory=dict)
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    check_options: Callable[[dict[str, Any]], list[str]] | None = None
+    requires: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def missing_requirements(self) -> list[str]:
+        """One message per required module that cannot be imported, naming it and its install command."""
+        return [
+            f"the {self.name!r} task (plugin {self.plugin!r}) needs the module {module!r}, which is not "
+            f"installed: {command}"
+            for module, command in self.requires.items()
+            if importlib.util.find_spec(module) is None
+        ]
+
+
+def load_target(target: str) -> Any:
+    """The object a ``"module:attribute"`` string names, imported now (lazy plugin references)."""
+    module, _, attribute = target.partition(":")
+    if not module or not attribute:
+        raise PluginError(f"{target!r} is not a 'module:attribute' reference")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise PluginError(f"cannot load {target!r}: {type(exc).__name__}: {exc}") from exc
 
 
 SpecT = TypeVar("SpecT", bound=Spec)
@@ -195,7 +260,7 @@ class Registry(Generic[SpecT]):
 
 @dataclasses.dataclass(frozen=True)
 class Registries:
-    """The four registries plugins fill; built by ``verl_parl.plugins.collect_registries``."""
+    """The registries plugins fill; built by ``verl_parl.plugins.collect_registries``."""
 
     tools: Registry[ToolSpec] = dataclasses.field(default_factory=lambda: Registry(ToolSpec, "tool"))
     rewards: Registry[RewardSpec] = dataclasses.field(default_factory=lambda: Registry(RewardSpec, "reward"))
@@ -203,6 +268,7 @@ class Registries:
     context_policies: Registry[ContextPolicySpec] = dataclasses.field(
         default_factory=lambda: Registry(ContextPolicySpec, "context policy")
     )
+    tasks: Registry[TaskSpec] = dataclasses.field(default_factory=lambda: Registry(TaskSpec, "task"))
 
     def items(self) -> list[tuple[str, Registry[Any]]]:
         """``(field name, registry)`` pairs in declaration order, e.g. ``("tools", ...)``."""

@@ -36,6 +36,7 @@ def test_the_hook_set_is_the_documented_one() -> None:
         "verl_parl_register_context_policies",
         "verl_parl_register_rewards",
         "verl_parl_register_scorers",
+        "verl_parl_register_tasks",
         "verl_parl_register_tools",
         "verl_parl_subagent_finish",
         "verl_parl_subagent_start",

@@ -122,13 +122,14 @@ def test_iteration_is_sorted_by_name_and_filterable_by_plugin() -> None:
     assert repr(tools) == "Registry(tool: a, b, c)"
 
 
-def test_registries_group_four_independent_registries() -> None:
+def test_registries_group_independent_registries() -> None:
     first, second = Registries(), Registries()
     assert [(name, registry.kind) for name, registry in first.items()] == [
         ("tools", "tool"),
         ("rewards", "reward"),
         ("scorers", "scorer"),
         ("context_policies", "context policy"),
+        ("tasks", "task"),
     ]
     first.tools.add(ToolSpec(name="echo", factory=make_echo), plugin="p")
     assert "echo" not in second.tools  # no registry is shared between instances

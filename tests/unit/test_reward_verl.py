@@ -266,3 +266,27 @@ def test_a_failed_read_still_binds_the_runs_nsc_settings(monkeypatch: pytest.Mon
     finally:
         after_advantage(metrics, context)
     assert metrics == context.metrics == {}
+
+
+async def test_parl_manager_uses_the_reward_form_a_plugin_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``parl.reward.form`` names a reward in the rewards registry (``verl_parl_register_rewards``)."""
+    from verl_parl import plugins
+    from verl_parl.plugin import hookimpl
+    from verl_parl.registry import RewardSpec
+    from verl_parl.rewards.forms import EpisodeReward
+
+    def doubled(episode: EpisodeReward) -> dict[str, float]:
+        return {"parl_reward": 2.0 * episode.r_perf, "parl_step": float(episode.step)}
+
+    class Doubling:
+        @hookimpl
+        def verl_parl_register_rewards(self, register):  # type: ignore[no-untyped-def]
+            register(RewardSpec(name="doubled", factory=lambda: doubled, description="2 x r_perf"))
+
+    registries = plugins.collect_registries(plugins.create_plugin_manager(extra_plugins=[Doubling()]))
+    monkeypatch.setattr(plugins, "get_registries", lambda: registries)
+    out = await make_manager(form="doubled").run_single(make_item("7", {}, global_steps=3))
+    assert out["reward_score"] == 2.0
+    assert out["reward_extra_info"]["parl_step"] == 3.0
+    with pytest.raises(ValueError, match="unknown reward 'dobled'; did you mean 'doubled'"):
+        make_manager(form="dobled")

@@ -82,7 +82,7 @@ def test_estimator_decays_per_turn_with_the_trainer_context() -> None:
 
 def test_researcher_reward_gates_correctness_on_format() -> None:
     from verl_parl.rewards.config import RewardConfigError, parse_reward_config
-    from verl_parl.rewards.verl_manager import researcher_info
+    from verl_parl.rewards.forms import researcher_info
 
     cfg = parse_reward_config({"form": "researcher", "researcher": {"format_penalty": 0.5, "gamma": 0.9}})
     assert cfg.researcher.gamma == 0.9
@@ -96,4 +96,4 @@ def test_researcher_reward_gates_correctness_on_format() -> None:
     text = "\n".join(info.value.errors)
     assert "parl.reward.researcher.penalty: unknown key" in text
     assert "parl.reward.researcher.gamma: must be null or in (0, 1], got 1.5" in text
-    assert "parl.reward.form: 'researchr' is not one of ('paper', 'blog', 'researcher')" in text
+    assert "parl.reward.form: unknown reward 'researchr'; did you mean 'researcher'?" in text

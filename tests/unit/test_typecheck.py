@@ -9,6 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_parl.config import ConfigError, parse_parl
+from verl_parl.plugins import create_plugin_manager, validate_config
 from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
 
 
@@ -97,6 +98,9 @@ def test_the_parl_section_reports_wrong_types_with_keys_all_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         parse_parl(OmegaConf.create({"output_dir": "out", **{k: v for k, v in section.items() if k != "embedded"}}))
     errors = info.value.errors
-    assert "parl.swarm.subagent_limits: must be a mapping of settings, got 5" in errors
+    # parl.swarm is the swarm's own to check, in its built-in plugin (run by the host with all others)
+    swarm = validate_config(create_plugin_manager(), OmegaConf.create({"parl": section}))
+    assert "parl.swarm.subagent_limits: must be a mapping of settings, got 5" in swarm
+    assert "parl.swarm.subagent_tools: must be a list of names, got 'search'" not in swarm  # parse_parl's
     assert "parl.reward.nsc.fraction: must be a number, got None" in errors
     assert "parl.reward.lambda_parallel: must be a mapping of settings, got 'high'" in errors

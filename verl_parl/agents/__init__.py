@@ -1,1 +1,30 @@
-"""Single-agent loops (the ``researcher`` agent); the swarm's orchestrator lives in :mod:`verl_parl.swarm`."""
+"""Single-agent loops (the ``researcher`` agent); the swarm's orchestrator lives in :mod:`verl_parl.swarm`.
+
+This module is also the built-in plugin that validates ``parl.researcher`` (the loop loads lazily).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from verl_parl.plugin import hookimpl
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+
+@hookimpl
+def verl_parl_validate_config(config: DictConfig) -> list[str]:
+    """``parl.researcher``: the agent's tools and turn limit."""
+    from verl_parl.agents.researcher import parse_researcher
+    from verl_parl.config import component_sections
+    from verl_parl.errors import ConfigError
+
+    sections = component_sections(config)
+    if sections is None:
+        return []
+    try:
+        parse_researcher(sections["researcher"])
+    except ConfigError as exc:
+        return list(exc.errors)
+    return []

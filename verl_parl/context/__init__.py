@@ -1,17 +1,46 @@
 """Context management: policies (:mod:`.policies`), their settings (:mod:`.settings`) and the
 segmented token state that keeps training on rewritten histories exact (:mod:`.segments`).
 
-This module is also the built-in plugin that registers the built-in policies.
+This module is also the built-in plugin that registers the built-in policies and validates
+``parl.context``.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from omegaconf import OmegaConf
+
 from verl_parl.context.policies import BUILTIN_POLICIES
 from verl_parl.plugin import hookimpl
 from verl_parl.registry import ContextPolicySpec, Register
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 @hookimpl
 def verl_parl_register_context_policies(register: Register[ContextPolicySpec]) -> None:
     for name, (factory, description) in BUILTIN_POLICIES.items():
         register(ContextPolicySpec(name=name, factory=factory, description=description))
+
+
+@hookimpl
+def verl_parl_validate_config(config: DictConfig) -> list[str]:
+    """``parl.context`` (keys, values, registered policies and their options) and the trainer it needs."""
+    from verl_parl.config import component_sections
+    from verl_parl.context.settings import context_errors
+
+    sections = component_sections(config)
+    return ([] if sections is None else context_errors(sections["context"])) + segment_errors(config)
+
+
+def segment_errors(config: DictConfig) -> list[str]:
+    """A context policy splits episodes into several outputs, which only verl's v1 trainer accepts."""
+    policy = OmegaConf.select(config, "parl.context.agent.policy", default="none")
+    if policy != "none" and not OmegaConf.select(config, "trainer.use_v1", default=False):
+        return [
+            f"parl.context.agent.policy: {policy!r} returns one output per context segment, which needs "
+            "verl's v1 trainer (trainer.use_v1=true)"
+        ]
+    return []

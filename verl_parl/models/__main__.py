@@ -97,7 +97,7 @@ def _add_coldstart(commands: Any) -> None:
     cold.add_argument(
         "--task",
         default=defaults.task,
-        help=f"demonstrations of this task: arithmetic or research (default: {defaults.task})",
+        help=f"demonstrations of this registered task, e.g. arithmetic or research (default: {defaults.task})",
     )
     cold.add_argument(
         "--reader", action="store_true", help="start from the pretrained reader (python -m verl_parl.models pretrain)"

@@ -137,6 +137,19 @@ class ColdStartSpec:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def task_recipe(task: str) -> dict[str, Any]:
+    """The registered ``task``'s changes to :class:`ColdStartSpec`'s defaults (``TaskSpec.coldstart``);
+    none for a task nobody registered."""
+    from verl_parl.plugins import get_registries
+    from verl_parl.registry import load_target
+
+    tasks = get_registries().tasks
+    if task not in tasks:
+        return {}
+    recipe = tasks.get(task).coldstart
+    return dict(load_target(recipe) if isinstance(recipe, str) else recipe)
+
+
 READER_RECIPE: dict[str, Any] = {
     "base": READER_MODEL,
     "pretrain": PretrainSpec(),
@@ -151,15 +164,11 @@ from-scratch rate (5e-3 erased its copying), on demonstrations most of which car
 query names the entity in 23 of them and 17% of the row values are right (the from-scratch model: 0
 and 0); on 64 held-out suite tasks as an orchestrator its item-F1 is 0.03 (docs/cpu.md)."""
 
-TASK_RECIPES: dict[str, dict[str, Any]] = {"arithmetic": {}, "research": READER_RECIPE}
-"""Per-task changes to :class:`ColdStartSpec`'s defaults for the built-in tasks (the default run's recipe):
-the research suite starts from the pretrained reader (shipped, so a first run copies it)."""
-
 
 def default_spec(task: str, *, reader: bool = False) -> ColdStartSpec:
-    """The cold-start recipe the default run uses for the built-in ``task`` (any other task: the plain
-    defaults); ``reader=True`` starts from the pretrained reader instead (:data:`READER_RECIPE`)."""
-    return ColdStartSpec(task=task, **{**TASK_RECIPES.get(task, {}), **(READER_RECIPE if reader else {})})
+    """The cold-start recipe the default run uses for the registered ``task`` (its ``TaskSpec.coldstart``
+    over the plain defaults); ``reader=True`` starts from the pretrained reader instead (:data:`READER_RECIPE`)."""
+    return ColdStartSpec(task=task, **{**task_recipe(task), **(READER_RECIPE if reader else {})})
 
 
 # ------------------------------------------------------------------------------------------- encoding

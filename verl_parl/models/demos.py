@@ -2,15 +2,14 @@
 
 A *demonstration source* is a function ``(rng) -> Demo``: one conversation (chat messages plus the
 tool schemas the agent loop passes to ``apply_chat_template``), deterministic given the
-``random.Random`` it receives. Sources live in :data:`DEMO_SOURCES`, keyed by task and role, so a
-task suite adds its own with::
-
-    from verl_parl.models.demos import DEMO_SOURCES, Demo
+``random.Random`` it receives. A task names its sources per role in its
+:class:`~verl_parl.registry.TaskSpec` (``verl_parl_register_tasks``), and :data:`DEMO_SOURCES` reads
+them from the task registry::
 
     def research_agent(rng: random.Random) -> Demo:
         return Demo(role="agent", tools=[SEARCH_SCHEMA], messages=[system, user, assistant_call, tool, answer])
 
-    DEMO_SOURCES.register("research", "agent", research_agent)
+    register(TaskSpec(name="research", ..., demos={"agent": "my_tasks.demos:research_agent"}))
 
 Rules a source follows (checked by :func:`check_demo`): the first message is the system prompt the
 agent loop uses for that role, the second the user task; assistant tool calls are
@@ -18,8 +17,8 @@ agent loop uses for that role, the second the user task; assistant tool calls ar
 template renders as a JSON object), each followed by one ``tool`` message per call; the last message
 is the assistant's final answer without tool calls. Only assistant turns are trained on.
 
-The built-in task ``research`` (:mod:`verl_parl.tasks.research.demos`) is registered on first use. The
-built-in task ``arithmetic`` has three roles, matching the agent loops that use the task:
+The built-in task ``research`` keeps its sources in :mod:`verl_parl.tasks.research.demos`. The
+built-in task ``arithmetic`` (sources below) has three roles, matching the agent loops that use the task:
 
 * ``agent`` -- ``tool_agent`` / ``researcher``: call ``calculator``, read the result, answer;
 * ``subagent`` -- a subagent of ``parl_swarm``, under a system prompt like those the orchestrator writes;
@@ -29,7 +28,6 @@ built-in task ``arithmetic`` has three roles, matching the agent loops that use 
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 from collections.abc import Callable
@@ -77,11 +75,16 @@ Renamer = Callable[[Demo, random.Random], Demo]
 
 
 class DemoSources:
-    """``task -> role -> source``; strict both ways (duplicates and unknown names raise)."""
+    """``task -> role -> source``; strict both ways (duplicates and unknown names raise).
 
-    def __init__(self) -> None:
+    Sources registered here come first; a task not registered here is looked up in the task registry
+    (``verl_parl_register_tasks``: its :class:`~verl_parl.registry.TaskSpec` names its sources as
+    ``"module:function"`` targets, imported on first use) when ``use_task_registry`` is set."""
+
+    def __init__(self, *, use_task_registry: bool = False) -> None:
         self._sources: dict[str, dict[str, DemoSource]] = {}
         self._renamers: dict[str, Renamer] = {}
+        self._use_task_registry = use_task_registry
 
     def register(self, task: str, role: str, source: DemoSource) -> None:
         roles = self._sources.setdefault(task, {})
@@ -102,7 +105,7 @@ class DemoSources:
         return self._renamers[task]
 
     def tasks(self) -> list[str]:
-        return sorted({*self._sources, *BUILTIN_DEMO_MODULES})
+        return sorted({*self._sources, *self._registered_tasks()})
 
     def roles(self, task: str) -> list[str]:
         return sorted(self._task(task))
@@ -115,20 +118,36 @@ class DemoSources:
             )
         return roles[role]
 
+    def _registered_tasks(self) -> list[str]:
+        if not self._use_task_registry:
+            return []
+        from verl_parl.plugins import get_registries
+
+        return [spec.name for spec in get_registries().tasks if spec.demos]
+
     def _task(self, task: str) -> dict[str, DemoSource]:
-        if task not in self._sources and task in BUILTIN_DEMO_MODULES:  # registers itself on import
-            importlib.import_module(BUILTIN_DEMO_MODULES[task])
+        if task not in self._sources and task in self._registered_tasks():
+            self._load(task)
         if task not in self._sources:
             raise KeyError(
-                f"no demonstrations for task {task!r}{did_you_mean(task, self._sources)}; known: {self.tasks()}"
+                f"no demonstrations for task {task!r}{did_you_mean(task, self.tasks())}; known: {self.tasks()}"
             )
         return self._sources[task]
 
+    def _load(self, task: str) -> None:
+        """Import the registered task's sources (and renamer) into this table."""
+        from verl_parl.plugins import get_registries
+        from verl_parl.registry import load_target
 
-BUILTIN_DEMO_MODULES = {"research": "verl_parl.tasks.research.demos"}
-"""Built-in tasks whose sources live elsewhere: imported (and so registered) the first time they are asked for."""
+        spec = get_registries().tasks.get(task)
+        for role, target in spec.demos.items():
+            self.register(task, role, load_target(target))
+        if spec.renamer is not None:
+            self.register_renamer(task, load_target(spec.renamer))
 
-DEMO_SOURCES = DemoSources()
+
+DEMO_SOURCES = DemoSources(use_task_registry=True)
+"""The sources of every registered task (the task registry's), plus any registered here directly."""
 
 
 def make_demos(
@@ -257,8 +276,3 @@ def _tool_messages(observations: list[str]) -> list[Message]:
 def demo_digest_payload(demo: Demo) -> str:
     """A canonical JSON text of ``demo`` (part of the cold-start cache key)."""
     return json.dumps({"role": demo.role, "messages": demo.messages, "tools": demo.tools}, sort_keys=True)
-
-
-DEMO_SOURCES.register("arithmetic", "agent", arithmetic_agent)
-DEMO_SOURCES.register("arithmetic", "subagent", arithmetic_subagent)
-DEMO_SOURCES.register("arithmetic", "orchestrator", arithmetic_orchestrator)

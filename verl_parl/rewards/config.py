@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from verl_parl.algos.nsc import BASELINES, STRATEGIES
-from verl_parl.rewards.parl_reward import FORMS, PARALLEL_KINDS
+from verl_parl.rewards.parl_reward import PARALLEL_KINDS
 from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
 from verl_parl.typecheck import mapping_errors, type_errors
 
@@ -130,9 +130,6 @@ def _default_lambda() -> ScheduleConfig:
     return ScheduleConfig(kind="linear", start=0.1, end=0.0, num_steps=100)
 
 
-REWARD_FORMS = (*FORMS, "researcher")
-
-
 @dataclass(frozen=True)
 class ResearcherRewardConfig:
     """Kimi-Researcher's reward: ``form: researcher`` and the gamma decay of ``reinforce_nsc``.
@@ -172,14 +169,25 @@ class ParlRewardConfig:
 
     def __post_init__(self) -> None:
         errors = []
-        if self.form not in REWARD_FORMS:
-            errors.append(f"{PREFIX}.form: {self.form!r} is not one of {REWARD_FORMS}")
+        errors += form_errors(self.form)
         if self.parallel_kind not in PARALLEL_KINDS:
             errors.append(f"{PREFIX}.parallel_kind: {self.parallel_kind!r} is not one of {PARALLEL_KINDS}")
         if not isinstance(self.parallel_cap, int) or self.parallel_cap <= 0:
             errors.append(f"{PREFIX}.parallel_cap: must be a positive int, got {self.parallel_cap!r}")
         if errors:
             raise RewardConfigError(errors)
+
+
+def form_errors(form: str) -> list[str]:
+    """``parl.reward.form`` must name a registered reward form (``verl_parl_register_rewards``)."""
+    from verl_parl.plugins import get_registries
+    from verl_parl.registry import UnknownNameError
+
+    try:
+        get_registries().rewards.get(form)
+    except UnknownNameError as exc:
+        return [f"{PREFIX}.form: {exc}"]
+    return []
 
 
 def _schedule(raw: Any, key: str, errors: list[str]) -> ScheduleConfig:

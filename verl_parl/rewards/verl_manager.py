@@ -4,7 +4,8 @@
 registered-scorer bridge :mod:`verl_parl.rewards.verl_reward`), exactly as the ``naive`` manager
 computes it. The PARL terms come from the episode's accounting fields (``extra_fields``) and the λ
 schedules of ``parl.reward`` at the episode's global step. Every term is returned in
-``reward_extra_info`` under ``parl_*`` keys, from which the trainer hook logs ``parl/reward/*``.
+``reward_extra_info`` under ``parl_*`` keys, from which the trainer hook logs ``parl/reward/*``. The
+terms are the registered reward form's (:mod:`verl_parl.rewards.forms`) named by ``parl.reward.form``.
 ``parl.reward.credit`` decides which subagent assignments earn ``r_parallel`` and ``r_finish``
 (:mod:`verl_parl.rewards.guard`); each episode's ``parl_spurious_fraction`` is returned either way.
 
@@ -25,11 +26,11 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
 from verl_parl.rewards.config import ParlRewardConfig, parse_reward_config
+from verl_parl.rewards.forms import EpisodeReward, RewardForm
 from verl_parl.rewards.guard import TaskTerms, credit_episode, question_of, subagent_runs, task_terms
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
-from verl_parl.rewards.parl_reward import EpisodeStats, RewardTerms, parl_terms
-from verl_parl.rewards.researcher import FormatReport, researcher_outcome
+from verl_parl.rewards.parl_reward import EpisodeStats
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,14 @@ def reward_config_from(config: Any) -> ParlRewardConfig:
     section = OmegaConf.select(config, "parl.reward") if OmegaConf.is_config(config) else None
     raw = OmegaConf.to_container(section, resolve=True) if section is not None else {}
     return parse_reward_config({str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {})
+
+
+def reward_form(name: str) -> RewardForm:
+    """The reward form registered as ``name`` (``parl.reward.form``; ``verl_parl_register_rewards``)."""
+    from verl_parl.plugins import get_registries
+
+    form: RewardForm = get_registries().rewards.get(name).factory()
+    return form
 
 
 def episode_step(non_tensor: Mapping[str, Any], extra: Mapping[str, Any]) -> int:
@@ -76,50 +85,6 @@ def credited(
     return credit_episode(stats, runs, task, guarded=cfg.credit.mode == "guarded", min_overlap=cfg.credit.min_overlap)
 
 
-def staged_terms(cfg: ParlRewardConfig, stats: EpisodeStats, r_perf: float, step: int, success: bool) -> RewardTerms:
-    """The PARL reward of one episode at ``step`` (pure; λs from the schedules)."""
-    return parl_terms(
-        stats,
-        r_perf,
-        form=cfg.form,
-        lambda1=cfg.lambda_parallel(step),
-        lambda2=cfg.lambda_finish(step) if cfg.form == "paper" else 0.0,
-        parallel_kind=cfg.parallel_kind,
-        cap=cfg.parallel_cap,
-        success=success,
-    )
-
-
-def terms_info(terms: RewardTerms, step: int) -> dict[str, float]:
-    """The ``parl_*`` entries of ``reward_extra_info``."""
-    return {
-        "parl_reward": terms.reward,
-        "parl_r_perf": terms.r_perf,
-        "parl_r_parallel": terms.r_parallel,
-        "parl_r_finish": terms.r_finish,
-        "parl_lambda_parallel": terms.lambda_parallel,
-        "parl_lambda_finish": terms.lambda_finish,
-        "parl_step": float(step),
-    }
-
-
-def researcher_info(cfg: ParlRewardConfig, extra: Mapping[str, Any], r_perf: float, step: int) -> dict[str, float]:
-    """Kimi-Researcher's reward (``form: researcher``): correctness only for a format-clean trajectory,
-    else ``-format_penalty``; read from the ``researcher`` loop's flags in ``extra``."""
-    report = FormatReport(
-        invalid_tool_calls=int(extra.get("parl_invalid_tool_calls", 0) or 0),
-        context_exceeded=bool(extra.get("parl_context_exceeded", False)),
-        iterations_exceeded=bool(extra.get("parl_iterations_exceeded", False)),
-    )
-    reward = researcher_outcome(report, r_perf, cfg.researcher.format_penalty)
-    return {
-        "parl_reward": reward,
-        "parl_r_perf": r_perf,
-        "parl_format_ok": float(report.clean),
-        "parl_step": float(step),
-    }
-
-
 class ParlRewardManager(RewardManagerBase):
     """verl reward manager: the naive manager's score as ``r_perf``, plus the staged PARL terms."""
 
@@ -133,6 +98,7 @@ class ParlRewardManager(RewardManagerBase):
     ) -> None:
         super().__init__(config, tokenizer, compute_score)
         self.reward_cfg = reward_config_from(config)
+        self.form: RewardForm = reward_form(self.reward_cfg.form)
         self._warned_unjudged = False
         self.judge = build_judge(self.reward_cfg.judge, config)
         if self.judge is not None and compute_score is not None:
@@ -164,15 +130,11 @@ class ParlRewardManager(RewardManagerBase):
         elif not self._warned_unjudged:
             self._warned_unjudged = True
             logger.warning("parl reward: an episode assigned subagents but lists none (parl_subagents); not guarded")
-        if self.reward_cfg.form == "researcher":
-            info.update(researcher_info(self.reward_cfg, extra, r_perf, step))
-            info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
-            return {"reward_score": info["parl_reward"], "reward_extra_info": info}
         success = bool(info.get("acc", r_perf > 0))
-        terms = staged_terms(self.reward_cfg, stats, r_perf, step, success)
-        info.update(terms_info(terms, step))
+        episode = EpisodeReward(self.reward_cfg, stats, r_perf, step, success, extra)
+        info.update(self.form(episode))
         info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
-        return {"reward_score": terms.reward, "reward_extra_info": info}
+        return {"reward_score": info["parl_reward"], "reward_extra_info": info}
 
 
 def register(reward_manager_package: Any) -> None:

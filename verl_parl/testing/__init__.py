@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from verl_parl.testing.component_contract import ComponentContractError, check_context_policy, check_scorer
 from verl_parl.testing.distributions import write_plugin_distribution
 from verl_parl.testing.tool_contract import (
     ToolCheckReport,
@@ -12,10 +13,13 @@ from verl_parl.testing.tool_contract import (
 )
 
 __all__ = [
+    "ComponentContractError",
     "ToolCheckReport",
     "ToolContractError",
     "acheck_tool",
+    "check_context_policy",
     "check_schema",
+    "check_scorer",
     "check_tool",
     "write_plugin_distribution",
 ]

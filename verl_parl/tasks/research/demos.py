@@ -1,7 +1,7 @@
 """Cold-start demonstrations for the research suite: search, read and answer, with real tool outputs.
 
-Registered in :data:`verl_parl.models.demos.DEMO_SOURCES` as task ``research`` (imported lazily the
-first time that task is asked for), with three roles:
+Named by the ``research`` task's spec (:mod:`verl_parl.tasks.research.plugin`, read through
+:data:`verl_parl.models.demos.DEMO_SOURCES`, imported on first use), with three roles:
 
 * ``subagent`` -- a subagent of ``parl_swarm`` given one part of a task by the orchestrator: look up one
   entity (``| name | value | value |`` table row), list a country's neighbours, or follow a deep chain
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl_parl.models.demos import DEMO_SOURCES, Demo, Message, call
+from verl_parl.models.demos import Demo, Message, call
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import dataset, source
@@ -457,9 +457,3 @@ def _map_strings(value: Any, fn: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_map_strings(v, fn) for v in value)
     return value
-
-
-DEMO_SOURCES.register("research", "agent", research_agent)
-DEMO_SOURCES.register("research", "subagent", research_subagent)
-DEMO_SOURCES.register("research", "orchestrator", research_orchestrator)
-DEMO_SOURCES.register_renamer("research", with_fresh_names)

@@ -1,0 +1,1 @@
+"""An example third-party verl-parl plugin (see ``plugin.py`` and the distribution's README)."""

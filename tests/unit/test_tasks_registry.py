@@ -1,0 +1,188 @@
+"""Pluggable tasks: ``verl_parl_register_tasks`` fills the task registry, and everything that depends on
+the task (validation, assets, cold-start demonstrations and recipe, config defaults) reads it."""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_parl import plugins
+from verl_parl.config import EmbeddedTaskConfig
+from verl_parl.errors import ConfigError
+from verl_parl.launch import apply_task_defaults
+from verl_parl.models.coldstart import default_spec
+from verl_parl.models.demos import DEMO_SOURCES, make_demos
+from verl_parl.plugins import collect_registries, create_plugin_manager, reset_plugin_manager
+from verl_parl.registry import DuplicateNameError, PluginError, TaskSpec, UnknownNameError, load_target
+from verl_parl.testing import write_plugin_distribution
+
+MODULE_PREFIX = "vp_test_task_"
+
+# A third-party task: its demonstrations reuse the arithmetic ones (a "module:function" target), its
+# dataset writer writes two empty files, and it needs a module nobody has installed.
+SPELLING_PLUGIN = """
+from verl_parl.plugin import hookimpl
+from verl_parl.registry import TaskSpec
+
+
+def write(directory, settings):
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {name: directory / f"{name}.parquet" for name in ("train", "val")}
+    for path in paths.values():
+        path.write_text(str(settings["n_train"]))
+    return {**paths, "tools": directory / "tools.yaml"}
+
+
+@hookimpl
+def verl_parl_register_tasks(register):
+    register(
+        TaskSpec(
+            name="spelling",
+            factory=write,
+            scorer="number_match",
+            agent_loops=("tool_agent",),
+            demos={"agent": "verl_parl.models.demos:arithmetic_agent"},
+            coldstart={"steps": 7},
+            defaults={
+                "reward.custom_reward_function.reward_kwargs.scorer": "number_match",
+                "trainer.total_training_steps": 3,
+            },
+        )
+    )
+    needs = {"vp_no_such_module": "pip install vp-no-such"}
+    register(TaskSpec(name="needs_module", factory=write, scorer="x", requires=needs))
+"""
+
+
+@pytest.fixture(autouse=True)
+def spelling_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The built-in tasks plus the ``spelling`` plugin above, installed as an entry point."""
+    site = tmp_path / "site"
+    site.mkdir()
+    write_plugin_distribution(site, "vp-spelling", {"spelling": SPELLING_PLUGIN}, module_prefix=MODULE_PREFIX)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(DEMO_SOURCES, "_sources", {})
+    monkeypatch.setattr(DEMO_SOURCES, "_renamers", {})
+    reset_plugin_manager()
+    yield
+    reset_plugin_manager()
+    for name in [name for name in sys.modules if name.startswith(MODULE_PREFIX)]:
+        del sys.modules[name]
+
+
+def test_built_in_tasks_are_registered_through_the_hook() -> None:
+    tasks = plugins.get_registries().tasks
+    assert {"arithmetic", "research", "spelling"} <= set(tasks.names())
+    assert tasks["arithmetic"].plugin == "verl_parl.tasks.arithmetic"
+    assert tasks["research"].plugin == "verl_parl.tasks.research.plugin"
+    assert tasks["research"].scorer == "research" and tasks["research"].tools == ("search",)
+    assert tasks["spelling"].plugin == "spelling"
+
+
+def test_unknown_task_has_a_did_you_mean_hint() -> None:
+    with pytest.raises(UnknownNameError, match="unknown task 'speling'; did you mean 'spelling'"):
+        plugins.get_registries().tasks.get("speling")
+    with pytest.raises(ConfigError) as info:
+        EmbeddedTaskConfig(task="arithmetik")
+    assert "parl.embedded.task: unknown task 'arithmetik'; did you mean 'arithmetic'?" in info.value.errors[0]
+
+
+def test_a_second_task_of_the_same_name_names_both_plugins() -> None:
+    from verl_parl.plugin import hookimpl
+
+    class Duplicate:
+        @hookimpl
+        def verl_parl_register_tasks(self, register):  # type: ignore[no-untyped-def]
+            register(TaskSpec(name="arithmetic", factory=dict, scorer="number_match"))
+
+    with pytest.raises(DuplicateNameError, match="task 'arithmetic' is registered twice"):
+        collect_registries(create_plugin_manager(load_entry_points=False, extra_plugins=[Duplicate()]))
+
+
+def test_the_task_decides_agent_loops_options_and_requirements() -> None:
+    with pytest.raises(ConfigError) as info:
+        EmbeddedTaskConfig(task="spelling", agent_loop="parl_swarm", options={"size": 3})
+    assert info.value.errors == [
+        "parl.embedded.agent_loop: 'parl_swarm' is not one of the spelling task's ('tool_agent',)",
+        "parl.embedded.options: the spelling task takes no options",
+    ]
+    with pytest.raises(ConfigError) as info:
+        EmbeddedTaskConfig(task="needs_module", agent_loop="tool_agent")
+    assert info.value.errors == [
+        "parl.embedded.task: the 'needs_module' task (plugin 'spelling') needs the module 'vp_no_such_module', "
+        "which is not installed: pip install vp-no-such"
+    ]
+    assert EmbeddedTaskConfig(task="spelling", agent_loop="tool_agent").task == "spelling"
+
+
+def test_research_option_errors_come_from_its_plugin() -> None:
+    with pytest.raises(ConfigError) as info:
+        EmbeddedTaskConfig(task="research", options={"seed": 1, "wide_minn": 2})
+    assert "parl.embedded.options.seed: set parl.embedded.seed instead" in info.value.errors
+    hint = "parl.embedded.options.wide_minn: unknown field (did you mean 'wide_min'"
+    assert any(e.startswith(hint) for e in info.value.errors)
+
+
+def test_demonstrations_and_cold_start_recipe_come_from_the_task_spec() -> None:
+    assert "spelling" in DEMO_SOURCES.tasks()
+    assert DEMO_SOURCES.roles("spelling") == ["agent"]
+    demo = make_demos("spelling", ["agent"], 1, seed=0)[0]
+    assert demo.role == "agent" and demo.tools is not None
+    assert demo.tools[0]["function"]["name"] == "calculator"  # the arithmetic source the target names
+    assert default_spec("spelling").steps == 7
+    from verl_parl.models.coldstart import READER_RECIPE
+
+    assert default_spec("research") == default_spec("research", reader=True)  # research names READER_RECIPE
+    assert default_spec("research").steps == READER_RECIPE["steps"]
+    assert default_spec("arithmetic").steps == 800
+    with pytest.raises(KeyError, match="did you mean 'spelling'"):
+        DEMO_SOURCES.get("speling", "agent")
+
+
+def test_task_defaults_apply_unless_given_on_the_command_line() -> None:
+    cfg = OmegaConf.create(
+        {
+            "parl": {"embedded": {"task": "spelling"}},
+            "trainer": {"total_training_steps": 20},
+            "reward": {"custom_reward_function": {"reward_kwargs": {"scorer": "research"}}},
+        }
+    )
+    apply_task_defaults(cfg, ["trainer.total_training_steps=5"])
+    assert cfg.reward.custom_reward_function.reward_kwargs.scorer == "number_match"
+    assert cfg.trainer.total_training_steps == 20  # given on the command line: left alone
+
+
+def test_the_task_writer_builds_the_embedded_assets(tmp_path: Path) -> None:
+    from verl_parl import assets
+
+    embedded = {"task": "spelling", "agent_loop": "tool_agent", "n_train": 4}
+    root = OmegaConf.create({"parl": {"cache_dir": str(tmp_path), "embedded": embedded}})
+    train = Path(assets.resolve_asset("embedded_train", root))
+    assert train.read_text() == "4"
+    assert Path(assets.resolve_asset("embedded_tools", root)).name == "tools.yaml"
+    with pytest.raises(KeyError, match="the spelling task has no index"):
+        assets.resolve_asset("embedded_search_index", root)
+
+
+def test_load_target_names_what_it_cannot_load() -> None:
+    assert load_target("random:Random") is random.Random
+    with pytest.raises(PluginError, match="not a 'module:attribute' reference"):
+        load_target("random.Random")
+    with pytest.raises(PluginError, match="cannot load 'random:Nope'"):
+        load_target("random:Nope")
+
+
+def test_the_research_task_without_the_search_plugin_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "verl_parl_search", None)  # what find_spec sees when it is not installed
+    with pytest.raises(ConfigError) as info:
+        EmbeddedTaskConfig(task="research")
+    assert info.value.errors == [
+        "parl.embedded.task: the 'research' task (plugin 'verl_parl.tasks.research.plugin') needs the module "
+        "'verl_parl_search', which is not installed: pip install -e plugins/search "
+        "(bash scripts/install.sh installs it)"
+    ]
