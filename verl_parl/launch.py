@@ -238,12 +238,29 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
         "metrics": {key: se for key in SUMMARY_METRICS if (se := start_end(records, key)) is not None},
         "heldout": heldout_summary(records),
         "run_dir": str(run_dir),
+        "final_model": final_model(cfg),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     summary["plots"] = _plots(records, run_dir / "plots")  # after the summary: plots are a convenience
     summary["traces"] = _traces(cfg, run_dir)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def final_model(cfg: DictConfig) -> str | None:
+    """The policy's last Hugging Face checkpoint that verl saved (``trainer.save_freq`` > 0 with ``hf_model`` in
+    ``actor_rollout_ref.actor.checkpoint.save_contents``): ``<default_local_dir>/global_step_N/actor/huggingface``
+    of the latest step N, or None. ``python -m verl_parl.evaluate --model`` takes it as it is."""
+    root = OmegaConf.select(cfg, "trainer.default_local_dir", default=None)
+    if not root or not Path(root).is_dir():
+        return None
+    saved = [
+        (int(p.name.split("_")[-1]), p) for p in Path(root).glob("global_step_*") if p.name.split("_")[-1].isdigit()
+    ]
+    for _, step_dir in sorted(saved, reverse=True):
+        if (hf := step_dir / "actor" / "huggingface" / "config.json").is_file():
+            return str(hf.parent)
+    return None
 
 
 def _plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
@@ -320,6 +337,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     rows += [(key, se) for key, se in summary["metrics"].items() if key not in shown]
     for name, se in rows:
         lines.append(name if se is None else f"{name:<48} {se['start']:>12.4g} {se['end']:>12.4g}")
+    if model := summary.get("final_model"):
+        lines.append(f"final model: {model} (python -m verl_parl.evaluate --model {model} --data ...)")
     if traces := summary.get("traces"):
         lines.append(f"traces: {traces['html']} ({traces['episodes']} episodes; python -m verl_parl.traces --help)")
     return "\n".join(lines)

@@ -67,3 +67,20 @@ def test_the_run_end_draws_the_traces_and_names_the_page(tmp_path: Path) -> None
     assert f"traces: {page} (1 episodes" in format_summary(summary)
     off = OmegaConf.create({"parl": {"profile": "cpu", "traces": {"html": False}}})
     assert write_reports(off, tmp_path, started=0.0, succeeded=True)["traces"] is None
+
+
+def test_the_summary_names_the_last_saved_hugging_face_policy(tmp_path: Path) -> None:
+    write_verl_log(tmp_path)
+    checkpoints = tmp_path / "checkpoints"
+    cfg = OmegaConf.create({"parl": {"profile": "cpu"}, "trainer": {"default_local_dir": str(checkpoints)}})
+    assert write_reports(cfg, tmp_path, started=0.0, succeeded=True)["final_model"] is None  # nothing saved
+    for step, hf in ((5, True), (10, True), (20, False)):  # step 20 saved no hf_model (e.g. only the optimiser)
+        folder = checkpoints / f"global_step_{step}" / "actor" / ("huggingface" if hf else "optim")
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+    (checkpoints / "global_step_x").mkdir()  # not a step folder
+    summary = write_reports(cfg, tmp_path, started=0.0, succeeded=True)
+    expected = str(checkpoints / "global_step_10" / "actor" / "huggingface")
+    assert summary["final_model"] == expected
+    assert json.loads((tmp_path / "summary.json").read_text())["final_model"] == expected
+    assert f"final model: {expected} (python -m verl_parl.evaluate --model {expected}" in format_summary(summary)
