@@ -202,6 +202,20 @@ def component_sections(config: DictConfig) -> dict[str, dict[str, Any]] | None:
     return {section: raw.get(section) or {} for section in SECTIONS}
 
 
+def section_errors(config: DictConfig, parse: Callable[[dict[str, dict[str, Any]]], object]) -> list[str]:
+    """The messages of the :class:`ConfigError` that ``parse(sections)`` raises over :func:`component_sections`
+    (none when it parses, or when ``parl`` cannot be read: ``parse_parl`` reports that): the body of a
+    component's ``verl_parl_validate_config``."""
+    sections = component_sections(config)
+    if sections is None:
+        return []
+    try:
+        parse(sections)
+    except ConfigError as exc:
+        return list(exc.errors)
+    return []
+
+
 def used_tools(sections: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     """``(config key, tool name)`` of every tool a loop is configured to call (:data:`TOOL_LISTS`)."""
     return [

@@ -17,14 +17,6 @@ if TYPE_CHECKING:
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.researcher``: the agent's tools and turn limit."""
     from verl_parl.agents.researcher import parse_researcher
-    from verl_parl.config import component_sections
-    from verl_parl.errors import ConfigError
+    from verl_parl.config import section_errors
 
-    sections = component_sections(config)
-    if sections is None:
-        return []
-    try:
-        parse_researcher(sections["researcher"])
-    except ConfigError as exc:
-        return list(exc.errors)
-    return []
+    return section_errors(config, lambda sections: parse_researcher(sections["researcher"]))

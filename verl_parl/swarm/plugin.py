@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from verl_parl.plugin import hookimpl
 
@@ -13,17 +13,11 @@ if TYPE_CHECKING:
 @hookimpl
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """The swarm's limits and tools, the subagents' serving, and the frozen group's checkpoint schedule."""
-    from verl_parl.config import component_sections
-    from verl_parl.errors import ConfigError
+    from verl_parl.config import section_errors
     from verl_parl.frozen.schedule import check_subagent_schedule
     from verl_parl.swarm.config import parse_swarm
 
-    sections = component_sections(config)
-    if sections is None:
-        return []
-    try:
-        parse_swarm(sections["swarm"], sections["subagent"], default_model_path=None)
-        errors: list[str] = []
-    except ConfigError as exc:
-        errors = list(exc.errors)
-    return errors + check_subagent_schedule(config)
+    def parse(sections: dict[str, dict[str, Any]]) -> object:
+        return parse_swarm(sections["swarm"], sections["subagent"], default_model_path=None)
+
+    return section_errors(config, parse) + check_subagent_schedule(config)

@@ -13,15 +13,7 @@ if TYPE_CHECKING:
 @hookimpl
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.traces``: sampling fractions, the validation minimum and the size cap."""
-    from verl_parl.config import component_sections
-    from verl_parl.errors import ConfigError
+    from verl_parl.config import section_errors
     from verl_parl.traces.settings import parse_traces
 
-    sections = component_sections(config)
-    if sections is None:
-        return []
-    try:
-        parse_traces(sections["traces"])
-    except ConfigError as exc:
-        return list(exc.errors)
-    return []
+    return section_errors(config, lambda sections: parse_traces(sections["traces"]))
