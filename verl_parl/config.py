@@ -130,8 +130,9 @@ def _is_int(value: Any) -> bool:
 
 def parse_parl(section: DictConfig) -> ParlConfig:
     """``cfg.parl`` -> :class:`ParlConfig`; unknown keys and bad values raise one :class:`ConfigError`."""
-    raw = OmegaConf.to_container(section, resolve=True)
-    assert isinstance(raw, dict)
+    container = OmegaConf.to_container(section, resolve=True)
+    assert isinstance(container, dict)
+    raw: dict[str, Any] = {str(k): v for k, v in container.items()}
     raw.pop("_target_", None)
     shape = _shape_errors(raw)
     embedded = raw.pop("embedded", {}) or {}
@@ -193,11 +194,12 @@ def component_sections(config: DictConfig) -> dict[str, dict[str, Any]] | None:
     them (a section that is not a mapping, or a tool list that is not a list of names, becomes its
     default: ``parse_parl`` reports those); None when ``parl`` itself cannot be read."""
     try:
-        raw = OmegaConf.to_container(config.parl, resolve=True) if "parl" in config else {}
+        container = OmegaConf.to_container(config.parl, resolve=True) if "parl" in config else {}
     except Exception:  # noqa: BLE001 - an unresolvable parl section is reported by parse_parl and resolution
         return None
-    if not isinstance(raw, dict):
+    if not isinstance(container, dict):
         return None
+    raw: dict[str, Any] = {str(k): v for k, v in container.items()}
     _shape_errors(raw)
     return {section: raw.get(section) or {} for section in SECTIONS}
 

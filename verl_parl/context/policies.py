@@ -42,7 +42,8 @@ def split_history(messages: list[Message]) -> tuple[list[Message], list[list[Mes
     """``(task, rounds)``: the task is the leading system messages plus the first user message (and
     anything else before the first assistant message); each round starts at an assistant message."""
     first_assistant = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
-    task, rounds = messages[:first_assistant], []
+    task = messages[:first_assistant]
+    rounds: list[list[Message]] = []
     for message in messages[first_assistant:]:
         if message.get("role") == "assistant" or not rounds:
             rounds.append([])
