@@ -3,8 +3,9 @@
     python scripts/compare_runs.py --out docs/images/default_vs_lambda0.png \\
         default=outputs/2026-11-22_12-30-00 "λ=0"=outputs/2026-11-22_13-00-00
 
-Each run is ``LABEL=RUN_FOLDER`` (the folder holding ``metrics.jsonl``). It also prints, per run and
-metric, the mean of the first and of the last five steps that have the metric.
+Each run is ``LABEL=RUN_FOLDER`` (the folder holding ``metrics.jsonl``). ``--heldout`` draws the held-out
+validation metrics instead (item-F1, critical and total steps, spurious fraction) and training r_perf.
+It also prints, per run and metric, the mean of the first and of the last five steps that have the metric.
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ PANELS = (
     ("parl/critical_steps/mean", "critical steps (training)"),
     ("parl/num_assigned/mean", "subagents assigned (training)"),
     ("val-aux/verl_parl/research/wide/item_f1/mean@1", "held-out item-F1 (wide)"),
+)
+HELDOUT_PANELS = (
+    ("val-parl/item_f1/mean", "held-out item-F1 (all tasks)"),
+    ("val-aux/verl_parl/research/wide/item_f1/mean@1", "held-out item-F1 (wide)"),
+    ("val-parl/critical_steps/mean", "held-out critical steps"),
+    ("val-parl/total_steps/mean", "held-out total steps"),
+    ("val-parl/spurious_fraction/mean", "held-out spurious fraction"),
+    ("parl/reward/r_perf", "r_perf (training)"),
 )
 WINDOW = 5
 
@@ -46,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="LABEL=RUN_FOLDER")
     parser.add_argument("--out", type=Path, required=True, help="PNG to write")
+    parser.add_argument("--heldout", action="store_true", help="held-out validation panels (points joined)")
     args = parser.parse_args(argv)
+    panels = HELDOUT_PANELS if args.heldout else PANELS
     runs = {}
     for spec in args.runs:
         label, sep, folder = spec.rpartition("=")
@@ -60,14 +71,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
-    for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
+    for ax, (key, title) in zip(axes.flat, panels, strict=True):
         for index, (label, records) in enumerate(runs.items()):
             steps, values = series(records, key)
             if not values:
                 continue
             color = f"C{index}"
-            ax.plot(steps, values, "o", color=color, alpha=0.3, markersize=3)
-            ax.plot(steps, moving_mean(values), "-", color=color, label=label)
+            if args.heldout and key.startswith("val-"):  # a few validations: join the points themselves
+                ax.plot(steps, values, "o-", color=color, label=label)
+            else:
+                ax.plot(steps, values, "o", color=color, alpha=0.3, markersize=3)
+                ax.plot(steps, moving_mean(values), "-", color=color, label=label)
             head, tail = values[:WINDOW], values[-WINDOW:]
             print(f"{label:>10}  {key:<50} first {sum(head) / len(head):8.3f}  last {sum(tail) / len(tail):8.3f}")
         ax.set_title(title)
