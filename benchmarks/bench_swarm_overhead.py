@@ -20,8 +20,8 @@ import time
 import tracemalloc
 from typing import Any
 
+from verl_parl.chat.calls import ToolCall
 from verl_parl.models.tiny import build_tiny_model
-from verl_parl.swarm.calls import ToolCall
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
 

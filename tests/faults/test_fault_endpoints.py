@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from verl_parl.chat.calls import ToolCall
 from verl_parl.frozen.external import OpenAIBackend
-from verl_parl.swarm.calls import ToolCall
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
 

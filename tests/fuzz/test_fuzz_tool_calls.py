@@ -10,7 +10,8 @@ from fuzz_strategies import ARGUMENTS, TOOL_NAMES, model_text, orchestrator_turn
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verl_parl.swarm.calls import ORCHESTRATOR_TOOL_SCHEMAS, CallError, ToolCall, check_arguments, parse_tool_calls
+from verl_parl.chat.calls import CallError, ToolCall, check_arguments, parse_tool_calls
+from verl_parl.swarm.calls import ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
+from verl_parl.chat.calls import ToolCall, parse_tool_calls
 from verl_parl.models.coldstart import (
     ColdStartSpec,
     Example,
@@ -32,7 +33,7 @@ from verl_parl.models.coldstart import (
 from verl_parl.models.coldstart_eval import first_turn_valid
 from verl_parl.models.demos import DEMO_SOURCES, Demo, DemoSources, check_demo, make_demos
 from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
-from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS, ToolCall, parse_tool_calls
+from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks import arithmetic
 
 SMALL = TinyModelSpec(

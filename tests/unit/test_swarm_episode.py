@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps, parallelism, serial_fraction, total_steps
-from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
 from verl_parl.tools.base import ToolError
@@ -330,7 +330,7 @@ def test_subagent_hooks_and_swarm_tool_names_reach_plugins(tokenizer: Any) -> No
 
 
 def test_incremental_subagent_prompts_equal_full_renders(tokenizer: Any) -> None:
-    from verl_parl.swarm.prompts import PromptBuilder, render_ids, segment_for
+    from verl_parl.chat.prompts import PromptBuilder, render_ids, segment_for
 
     assert segment_for(tokenizer) is not None  # our template fits the probe
     messages = [{"role": "system", "content": "You look things up."}, {"role": "user", "content": "find k"}]
@@ -351,7 +351,7 @@ def test_incremental_subagent_prompts_equal_full_renders(tokenizer: Any) -> None
 
 
 def test_cached_system_prefix_gives_the_full_render(tokenizer: Any) -> None:
-    from verl_parl.swarm.prompts import initial_ids, render_ids
+    from verl_parl.chat.prompts import initial_ids, render_ids
 
     for system, task in [
         ("You look things up.", "find k"),

@@ -1,4 +1,5 @@
-"""Single-agent loops (the ``researcher`` agent); the swarm's orchestrator lives in :mod:`verl_parl.swarm`.
+"""Agent loops: the base loop every agent extends (:mod:`.base`, trainable segments) and the
+single-agent ``researcher`` loop; the swarm's orchestrator lives in :mod:`verl_parl.swarm`.
 
 This module is also the built-in plugin that validates ``parl.researcher`` (the loop loads lazily).
 """

@@ -3,7 +3,7 @@
 Each turn the agent thinks and then acts: tool calls (run in parallel, results in call order), or a
 final answer without tool calls, which ends the episode. The context is managed by
 ``parl.context.agent``; each rewrite starts a new trainable segment (see
-:mod:`verl_parl.context.segments`). Configured under ``parl.researcher``::
+:mod:`verl_parl.agents.base`). Configured under ``parl.researcher``::
 
     parl:
       researcher:
@@ -25,13 +25,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
+from verl_parl.agents.base import Episode, SegmentedAgentLoop
+from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
+from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.policies import RewriteContext
-from verl_parl.context.segments import Episode, SegmentedAgentLoop
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
 from verl_parl.errors import ConfigError, config_section, did_you_mean
-from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
-from verl_parl.swarm.subagent import assistant_message
 from verl_parl.tools.config import runtimes, tool_settings
 from verl_parl.tools.runtime import CallResult, ToolBox
 from verl_parl.traces.settings import trace_settings
@@ -104,7 +104,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                     answered = True
                     break
                 observations = await self._act(state, tools, calls, report)
-                await self._append(state, [{"role": "tool", "content": o} for o in observations], schemas)
+                await self._append(state, tool_messages(observations), schemas)
                 if state.turns >= self.settings.max_turns or not await self._manage(state, schemas, ctx):
                     break
         report.iterations_exceeded = not answered and not state.context_exceeded

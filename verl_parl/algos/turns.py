@@ -6,7 +6,7 @@ the whole result. With verl's outcome estimators the sum of token rewards is all
 the decay has to reach the advantage: each token of turn i gets ``r·γ^(T−i) − baseline``.
 
 A turn is a maximal run of the policy's own tokens (``response_mask`` 1). An episode that a context
-policy split into segments (:mod:`verl_parl.context.segments`) has its turns spread over several
+policy split into segments (:mod:`verl_parl.agents.base`) has its turns spread over several
 samples; each segment says where its first turn lies in the episode (``segment_first_turn``) and how
 many turns the episode had (``episode_turns``).
 """

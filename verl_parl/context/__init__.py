@@ -1,5 +1,6 @@
 """Context management: policies (:mod:`.policies`), their settings (:mod:`.settings`) and the
-segmented token state that keeps training on rewritten histories exact (:mod:`.segments`).
+summariser (:mod:`.summarizer`). The agent loops that apply them, keeping training on rewritten
+histories exact in trainable segments, extend :class:`verl_parl.agents.base.SegmentedAgentLoop`.
 
 This module is also the built-in plugin that registers the built-in policies and validates
 ``parl.context``.

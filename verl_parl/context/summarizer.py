@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from verl_parl.swarm.prompts import render_ids
+from verl_parl.chat.prompts import render_ids
 
 if TYPE_CHECKING:
-    from verl_parl.swarm.backend import GenerateBackend
+    from verl_parl.chat.backend import GenerateBackend
 
 
 def make_summarizer(

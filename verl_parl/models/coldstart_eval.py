@@ -4,9 +4,9 @@ Prompts are the first turns of fresh demonstrations (their own seed, so mostly u
 rendered by the chat template with the role's tools; completions are sampled through the CPU
 rollout engine (:class:`verl_parl.backends.cpu.engine.BatchedGenerator`), as in a rollout.
 
-A first turn is *valid* when :func:`verl_parl.swarm.calls.parse_tool_calls` finds at least one call,
+A first turn is *valid* when :func:`verl_parl.chat.calls.parse_tool_calls` finds at least one call,
 every call parses (no :class:`CallError`), names one of the role's tools and passes
-:func:`~verl_parl.swarm.calls.check_arguments` against its schema. For roles whose only tool is
+:func:`~verl_parl.chat.calls.check_arguments` against its schema. For roles whose only tool is
 the arithmetic ``calculator`` the episode is also played to the end (calculator results as tool
 messages, up to ``max_turns``) and scored with the task's ``number_match``; roles whose only tool is the
 research suite's ``search`` are played out against the real index and their final reply compared with
@@ -25,10 +25,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from verl_parl.backends.cpu.engine import BatchedGenerator, SamplingParams
+from verl_parl.chat.calls import CallError, ToolCall, check_arguments, parse_tool_calls
+from verl_parl.chat.messages import assistant_message
 from verl_parl.models.coldstart import render_ids
 from verl_parl.models.demos import Demo, make_demos
-from verl_parl.swarm.calls import ASSIGN_TASK, CallError, ToolCall, check_arguments, parse_tool_calls
-from verl_parl.swarm.subagent import assistant_message
+from verl_parl.swarm.calls import ASSIGN_TASK
 from verl_parl.tasks import arithmetic
 
 __all__ = [

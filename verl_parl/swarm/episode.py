@@ -14,17 +14,11 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_parl.chat.backend import GenerateBackend
+from verl_parl.chat.calls import CallError, ToolCall, check_arguments
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
-from verl_parl.swarm.calls import (
-    ASSIGN_TASK,
-    CREATE_SUBAGENT,
-    ORCHESTRATOR_TOOL_SCHEMAS,
-    CallError,
-    ToolCall,
-    check_arguments,
-)
+from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.swarm.subagent import (
-    GenerateBackend,
     SubagentContext,
     SubagentLimits,
     SubagentResult,

@@ -9,7 +9,7 @@ gets one more turn with a user message telling it to answer now; tool calls in t
 executed, and the episode is flagged ``parl_budget_exhausted`` for the reward.
 
 The orchestrator's context is managed by ``parl.context.agent`` (one trainable segment per
-rewrite, see :mod:`verl_parl.context.segments`); each subagent's by ``parl.context.subagent``.
+rewrite, see :mod:`verl_parl.agents.base`); each subagent's by ``parl.context.subagent``.
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from typing import Any
 from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
+from verl_parl.agents.base import Episode, SegmentedAgentLoop
+from verl_parl.chat.calls import parse_tool_calls
+from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.policies import RewriteContext
-from verl_parl.context.segments import Episode, SegmentedAgentLoop
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
 from verl_parl.plugins import get_plugin_manager, swarm_tool_names
 from verl_parl.swarm.accounting import critical_path
-from verl_parl.swarm.calls import parse_tool_calls
 from verl_parl.swarm.config import swarm_settings
 from verl_parl.swarm.episode import SwarmEpisode
-from verl_parl.swarm.subagent import SubagentContext, assistant_message
+from verl_parl.swarm.subagent import SubagentContext
 from verl_parl.tools.config import runtimes, tool_settings
 from verl_parl.traces.settings import trace_settings
 from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
@@ -103,7 +104,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
                 episode.record_final_turn()  # a generation whose calls (if any) are not run: a stage of its own
                 break
             observations = await self._dispatch(state, episode, calls)
-            await self._append(state, [{"role": "tool", "content": o} for o in observations], tools)
+            await self._append(state, tool_messages(observations), tools)
             if step == steps - 1 or not await self._manage(state, tools, ctx):
                 break  # ended by max_orchestrator_steps or a full context: no answer turn, no stage for one
 

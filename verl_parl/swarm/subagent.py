@@ -7,18 +7,18 @@ never raises into the orchestrator's episode. Its tokens never leave this module
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_parl.chat.backend import GenerateBackend
+from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
+from verl_parl.chat.messages import assistant_message
+from verl_parl.chat.prompts import PromptBuilder
 from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.context.summarizer import make_summarizer
-from verl_parl.swarm.backend import GenerateBackend
-from verl_parl.swarm.calls import CallError, ToolCall, parse_tool_calls
-from verl_parl.swarm.prompts import PromptBuilder
 from verl_parl.tools.base import Tool
 from verl_parl.tools.runtime import ToolBox
 
@@ -72,15 +72,6 @@ async def run_tool(tools: ToolBox, call: ToolCall | CallError) -> str:
     if isinstance(call, CallError):
         return call.message
     return (await tools.call(call.name, call.arguments)).text
-
-
-def assistant_message(content: str, calls: list[ToolCall | CallError]) -> dict[str, Any]:
-    tool_calls = [
-        {"type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-        for c in calls
-        if isinstance(c, ToolCall)
-    ]
-    return {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
 
 
 @dataclass(frozen=True)

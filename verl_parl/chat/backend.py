@@ -1,5 +1,5 @@
-"""Where a subagent generates (a leaf module: the swarm, the context summarizer and the frozen group
-share this protocol without importing each other)."""
+"""Where a chat turn is generated (the swarm's subagents, the context summariser and the frozen
+group share this protocol without importing each other)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Trainable segments: exact training data for agents whose history a context policy rewrites.
+"""The base agent loop, :class:`SegmentedAgentLoop`: exact training data for agents whose history a
+context policy rewrites (the swarm's orchestrator and the researcher both extend it).
 
 While a trajectory only grows, the tokens the server sees are one prefix continuation, and one
 ``AgentLoopOutput`` holds the whole episode. When a policy rewrites the history, the next prompt is

@@ -1,11 +1,12 @@
-"""Incremental subagent prompts: render the chat template once, then append tool-response segments.
+"""Incremental chat prompts: render the chat template once, then append tool-response segments.
 
 Re-rendering a subagent's whole conversation at every step (Jinja + tokenizing the full prompt)
 costs ~1.7 ms per step on 2 cores and dominated the orchestration overhead with thousands of
 subagents in flight. The template's tool-response segment is learned once per tokenizer from a
 probe conversation with marker strings; each later step then only tokenizes the new text.
 Subagent tokens are never trained on, so when a template does not fit the probe (or a generation
-is not text), the builder falls back to full rendering.
+is not text), the builder falls back to full rendering. The swarm's subagents use
+:class:`PromptBuilder`; the context summariser uses :func:`render_ids`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from verl_parl.chat.messages import tool_messages
 
 _A, _M1, _M2 = "\x02assistant-probe\x02", "\x03tool-one\x03", "\x03tool-two\x03"
 _U = "\x04user-probe\x04"
@@ -140,7 +143,7 @@ def initial_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[di
 
 
 class PromptBuilder:
-    """A subagent's prompt ids, extended step by step."""
+    """A conversation's prompt ids (a subagent's), extended step by step."""
 
     def __init__(self, tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> None:
         self.tokenizer, self.messages, self.schemas = tokenizer, messages, schemas
@@ -155,7 +158,7 @@ class PromptBuilder:
     def extend(self, generated: list[int] | str, assistant: dict[str, Any], observations: list[str]) -> None:
         """Append the assistant turn (as generated) and its tool responses, plus a generation prompt."""
         self.messages.append(assistant)
-        self.messages.extend({"role": "tool", "content": obs} for obs in observations)
+        self.messages.extend(tool_messages(observations))
         if self.segment is None or isinstance(generated, str):
             self.ids = render_ids(self.tokenizer, self.messages, self.schemas)
             return
