@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -169,7 +170,9 @@ class SandboxPool:
                 with contextlib.suppress(OSError):
                     os.killpg(worker.spawned.proc.pid, signal.SIGKILL)
             group = worker.spawned.cgroup
-            if group is not None:
+            if group is not None and sys.is_finalizing():  # no new threads at interpreter exit
+                group.remove_blocking(timeout_s=1.0)
+            elif group is not None:
                 threading.Thread(target=group.remove_blocking, name="sandbox-pool-cleanup", daemon=True).start()
         self._idle, self._loop, self._live = None, None, 0
 
@@ -266,9 +269,11 @@ class SandboxPool:
         await _settle(readers)
         for transport in transports:
             transport.close()
-        if reply is None and not timed_out:
-            raise SandboxError(f"a sandbox pool worker died during a run: {worker.log.text().strip()[:300]}")
-        return self._result(worker, reply, out, err, duration, timed_out=timed_out, oom=oom, timeout=timeout)
+        result = self._result(worker, reply, out, err, duration, timed_out=timed_out, oom=oom, timeout=timeout)
+        if reply is None and not timed_out and not oom:  # the program killed its sandbox's worker (same uid)
+            why = "the sandbox's worker process died during the run (did the program kill it?)"
+            result = dataclasses.replace(result, status="killed", note=why)
+        return result
 
     def _healthy(self, worker: Worker, reply: dict[str, Any] | None, *, timed_out: bool, oom: bool) -> bool:
         """Whether ``worker`` may serve another run (the worker's own check, the cgroup, the exit status)."""
