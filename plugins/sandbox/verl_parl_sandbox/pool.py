@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -27,6 +28,7 @@ import socket
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -71,20 +73,27 @@ class SandboxPool:
     def __init__(self, sandbox: LocalSandbox, size: int) -> None:
         if sandbox.isolation.mode != "bubblewrap":
             raise SandboxError("the sandbox pool needs bubblewrap isolation (its clean-up relies on a PID namespace)")
-        self.sandbox = sandbox
+        self._sandbox = weakref.ref(sandbox)  # no cycle: dropping the sandbox drops (and closes) the pool at once
         self.config = sandbox.config
         self.size = size
         self.started = 0  # workers started so far (a test and the benchmark read it)
         self.discarded = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._idle: asyncio.Queue[Worker | BaseException] | None = None
+        self._idle: asyncio.Queue[Worker | _StartFailure] | None = None
         self._live = 0  # workers idle, busy or starting
         self._workers: set[Worker] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ---------------------------------------------------------------------------------------- lifecycle
 
-    def _queue(self) -> asyncio.Queue[Worker | BaseException]:
+    @property
+    def sandbox(self) -> LocalSandbox:
+        sandbox = self._sandbox()
+        if sandbox is None:
+            raise SandboxError("the sandbox of this pool was dropped")
+        return sandbox
+
+    def _queue(self) -> asyncio.Queue[Worker | _StartFailure]:
         loop = asyncio.get_running_loop()
         if self._loop is not loop or self._idle is None:
             self.close()  # workers of another (finished) loop cannot be driven from this one
@@ -105,7 +114,8 @@ class SandboxPool:
             worker = await self._start()
         except BaseException as exc:  # handed to one waiting caller, who raises it (a cancellation: re-raised)
             self._live -= 1
-            queue.put_nowait(exc if isinstance(exc, Exception) else SandboxError("a pool worker's start was cancelled"))
+            error = exc if isinstance(exc, Exception) else SandboxError("a pool worker's start was cancelled")
+            queue.put_nowait(_StartFailure(error, time.monotonic()))
             if not isinstance(exc, Exception):
                 raise
             return
@@ -128,7 +138,9 @@ class SandboxPool:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         proc.stdin.close()
         log = OutputCap(4096)
-        readers = [asyncio.ensure_future(_drain(stream, log)) for stream in (proc.stdout, proc.stderr)]
+        readers: list[asyncio.Future[None]] = [
+            asyncio.ensure_future(_drain(stream, log)) for stream in (proc.stdout, proc.stderr)
+        ]
         worker = Worker(f"w{os.getpid()}-{next(_ids)}", spawned, host, 0, log, readers)
         self._workers.add(worker)
         try:
@@ -195,10 +207,15 @@ class SandboxPool:
         timeout = timeout_s if timeout_s is not None else self.config.timeout_s
         for attempt in range(2):
             queue = self._queue()
+            asked = time.monotonic()
             self._fill()
             item = await queue.get()
-            if isinstance(item, BaseException):
-                raise SandboxError(f"could not start a sandbox pool worker: {item}") from item
+            while isinstance(item, _StartFailure) and item.at < asked:  # stale: a start that failed earlier
+                self._fill()
+                item = await queue.get()
+            if isinstance(item, _StartFailure):
+                error = item.error
+                raise SandboxError(str(error) if isinstance(error, SandboxError) else f"{error}") from error
             try:
                 return await self._run_on(item, code, stdin, timeout)
             except _WorkerLostError as exc:  # died while idle, before it got the run: try a fresh one
@@ -240,10 +257,10 @@ class SandboxPool:
         try:
             for fd, sink in zip(fds, (out, err), strict=True):
                 stream = asyncio.StreamReader(limit=1 << 20)
-                transport, _ = await loop.connect_read_pipe(
-                    lambda s=stream: asyncio.StreamReaderProtocol(s), os.fdopen(fd, "rb", 0)
+                pipe, _ = await loop.connect_read_pipe(
+                    functools.partial(asyncio.StreamReaderProtocol, stream), os.fdopen(fd, "rb", 0)
                 )
-                transports.append(transport)
+                transports.append(pipe)
                 readers.append(asyncio.ensure_future(_drain(stream, sink)))
             with contextlib.suppress(asyncio.TimeoutError, TimeoutError, OSError):
                 raw = await asyncio.wait_for(loop.sock_recv(worker.control, 65536), timeout)
@@ -304,6 +321,14 @@ class SandboxPool:
             extra = f"{reply['leftover']} background processes were killed when the program ended"
             note = f"{note}; {extra}" if note else extra
         return dataclasses.replace(result, note=note, worker=f"{worker.id}#{worker.runs}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _StartFailure:
+    """A worker that could not start, handed to one waiting caller (ignored by callers who came later)."""
+
+    error: Exception
+    at: float
 
 
 class _WorkerLostError(Exception):

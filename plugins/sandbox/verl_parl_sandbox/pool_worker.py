@@ -30,6 +30,7 @@ import socket
 import stat
 import sys
 import time
+from typing import Any, NoReturn
 
 WIPED = ("/work", "/tmp", "/dev/shm")
 SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
@@ -38,15 +39,15 @@ PR_SET_CHILD_SUBREAPER = 36
 KILL_WAIT_S = 2.0
 
 
-def _prctl(option, value):
+def _prctl(option: int, value: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
 
 
-def dev_snapshot():
+def dev_snapshot() -> dict[str, list[Any]]:
     """Every entry of ``/dev``: mode, device, inode, link target (the run's code may write to /dev)."""
-    out = {}
+    out: dict[str, list[Any]] = {}
     for name in sorted(os.listdir("/dev")):
         st = os.lstat("/dev/" + name)
         link = os.readlink("/dev/" + name) if stat.S_ISLNK(st.st_mode) else ""
@@ -54,11 +55,11 @@ def dev_snapshot():
     return out
 
 
-def dir_modes():
+def dir_modes() -> dict[str, int]:
     return {path: os.lstat(path).st_mode for path in WIPED}
 
 
-def _remove(path):
+def _remove(path: str) -> None:
     """Remove ``path`` whatever its modes (the run's code may chmod 000 its own directories)."""
     st = os.lstat(path)
     if stat.S_ISDIR(st.st_mode):
@@ -70,7 +71,7 @@ def _remove(path):
         os.unlink(path)
 
 
-def wipe(modes):
+def wipe(modes: dict[str, int]) -> None:
     for path in WIPED:
         if os.lstat(path).st_mode != modes[path]:
             os.chmod(path, stat.S_IMODE(modes[path]))
@@ -78,13 +79,13 @@ def wipe(modes):
             _remove(os.path.join(path, name))
 
 
-def others():
+def others() -> list[int]:
     """Pids of this PID namespace other than bubblewrap's init (1) and the worker."""
     me = os.getpid()
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
 
 
-def reap():
+def reap() -> None:
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -94,7 +95,7 @@ def reap():
             return
 
 
-def kill_leftovers():
+def kill_leftovers() -> int:
     """SIGKILL every other process of the namespace; how many there were."""
     reap()
     left = others()
@@ -108,7 +109,7 @@ def kill_leftovers():
     return len(left)
 
 
-def problems(modes, dev):
+def problems(modes: dict[str, int], dev: dict[str, list[Any]]) -> str:
     """What differs from a fresh sandbox ("" when nothing)."""
     found = []
     for path in WIPED:
@@ -130,7 +131,7 @@ def problems(modes, dev):
     return "; ".join(found)
 
 
-def child(fds, cpu_s, python, env):
+def child(fds: list[int], cpu_s: int, python: str, env: dict[str, str]) -> NoReturn:
     try:
         _, stdin_fd, out_fd, err_fd = fds
         for target, fd in ((0, stdin_fd), (1, out_fd), (2, err_fd)):
@@ -144,7 +145,7 @@ def child(fds, cpu_s, python, env):
     os._exit(127)
 
 
-def run_one(fds, cpu_s, python, env):
+def run_one(fds: list[int], cpu_s: int, python: str, env: dict[str, str]) -> int:
     """One run; its exit status as bubblewrap reports it (``128 + n`` for a signal)."""
     code_fd = fds[0]
     with open("/work/main.py", "wb") as script:
@@ -161,7 +162,7 @@ def run_one(fds, cpu_s, python, env):
     return os.WEXITSTATUS(status)
 
 
-def serve(control_fd, env, python):
+def serve(control_fd: int, env: dict[str, str], python: str) -> None:
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     control = socket.socket(fileno=control_fd)
