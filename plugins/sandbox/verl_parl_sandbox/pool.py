@@ -251,16 +251,17 @@ class SandboxPool:
             await self._discard(worker, "it was gone before the run")
             raise
         worker.runs += 1
+        pipes = [os.fdopen(fd, "rb", 0) for fd in fds]  # closed once, by their transport or below (never os.close)
         readers: list[asyncio.Future[None]] = []
         transports: list[asyncio.BaseTransport] = []
         raw: bytes | None = None
         try:
-            for fd, sink in zip(fds, (out, err), strict=True):
+            for pipe, sink in zip(pipes, (out, err), strict=True):
                 stream = asyncio.StreamReader(limit=1 << 20)
-                pipe, _ = await loop.connect_read_pipe(
-                    functools.partial(asyncio.StreamReaderProtocol, stream), os.fdopen(fd, "rb", 0)
+                transport, _ = await loop.connect_read_pipe(
+                    functools.partial(asyncio.StreamReaderProtocol, stream), pipe
                 )
-                transports.append(pipe)
+                transports.append(transport)
                 readers.append(asyncio.ensure_future(_drain(stream, sink)))
             with contextlib.suppress(asyncio.TimeoutError, TimeoutError, OSError):
                 raw = await asyncio.wait_for(loop.sock_recv(worker.control, 65536), timeout)
@@ -268,9 +269,8 @@ class SandboxPool:
             await asyncio.shield(self._discard(worker, "the call was cancelled"))
             raise
         finally:
-            if len(transports) < len(fds):
-                for fd in fds[len(transports) :]:
-                    os.close(fd)
+            for pipe in pipes[len(transports) :]:  # not handed to a transport (one being connected: closed by it)
+                pipe.close()
         duration = time.monotonic() - started
         timed_out = raw is None and duration >= timeout
         reply: dict[str, Any] | None = json.loads(raw) if raw else None
@@ -284,8 +284,8 @@ class SandboxPool:
             problem = reply["problem"] if reply else ""
             await asyncio.shield(self._discard(worker, problem or "timeout, signal, out of memory or died"))
         await _settle(readers)
-        for transport in transports:
-            transport.close()
+        for done in transports:
+            done.close()
         result = self._result(worker, reply, out, err, duration, timed_out=timed_out, oom=oom, timeout=timeout)
         if reply is None and not timed_out and not oom:  # the program killed its sandbox's worker (same uid)
             why = "the sandbox's worker process died during the run (did the program kill it?)"
