@@ -19,7 +19,9 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewr
 
 
 def sandbox_for(**options: object) -> LocalSandbox:
-    return make_local_sandbox(SandboxConfig(**options))  # type: ignore[arg-type]
+    """A sandbox with these options; unpooled unless ``pool=True`` is passed (a pool's workers outlive runs,
+    so a test that pools closes it, or uses the ``make_sandbox`` fixture, which does)."""
+    return make_local_sandbox(SandboxConfig(**{"pool": False, **options}))  # type: ignore[arg-type]
 
 
 def host_processes_with(marker: str) -> list[int]:

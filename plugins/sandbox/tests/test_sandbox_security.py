@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sandbox_helpers import (
@@ -28,6 +29,9 @@ from sandbox_helpers import (
     sandbox_for,
 )
 from verl_parl_sandbox.local import LocalSandbox
+
+if TYPE_CHECKING:
+    from conftest import SandboxFactory
 
 pytestmark = [needs_bwrap, pytest.mark.timeout(300)]
 
@@ -193,8 +197,8 @@ print(json.dumps(out))
     assert seen["unshare"] != 0  # no nested user namespaces
 
 
-async def test_file_size_and_workdir_size_are_limited() -> None:
-    sandbox = sandbox_for(timeout_s=10.0, max_file_mb=2, workdir_mb=8)
+async def test_file_size_and_workdir_size_are_limited(make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=10.0, max_file_mb=2, workdir_mb=8)
     big_file = await sandbox.run("open('/work/big', 'wb').write(b'x' * (3 * 1024 * 1024))")
     assert big_file.status != "ok"
     assert "File too large" in big_file.stderr or "SIGXFSZ" in big_file.note
@@ -205,8 +209,8 @@ async def test_file_size_and_workdir_size_are_limited() -> None:
 # ------------------------------------------------------------------------------------------------ bombs
 
 
-async def test_fork_bomb_is_contained() -> None:
-    sandbox = sandbox_for(timeout_s=4.0, max_processes=32)
+async def test_fork_bomb_is_contained(make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=4.0, max_processes=32)
     marker = f"forkbomb-{uuid.uuid4().hex}"
     code = f"""
 import os, time
@@ -234,16 +238,16 @@ while True:
     assert (await sandbox.run("print('alive')")).stdout == "alive\n"
 
 
-async def test_memory_bomb_is_contained() -> None:
-    sandbox = sandbox_for(timeout_s=10.0, memory_mb=256)
+async def test_memory_bomb_is_contained(make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=10.0, memory_mb=256)
     result = await sandbox.run("x = bytearray(2 * 1024 ** 3)\nprint('allocated')")
     assert result.status in ("error", "killed")
     assert "allocated" not in result.stdout
     assert "MemoryError" in result.stderr or "memory" in result.note
 
 
-async def test_memory_spread_over_processes_hits_the_cgroup_limit() -> None:
-    sandbox = sandbox_for(timeout_s=20.0, memory_mb=200)
+async def test_memory_spread_over_processes_hits_the_cgroup_limit(make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=20.0, memory_mb=200)
     if sandbox.isolation.cgroups is None:
         pytest.skip(f"no writable cgroup tree here: {sandbox.isolation.cgroup_reason}")
     # each process stays under RLIMIT_AS (200 MB); together they need 600 MB of the 200 MB cgroup
@@ -297,8 +301,8 @@ async def test_cgroup_limits_are_written_per_run() -> None:
 
 
 @pytest.mark.parametrize("code", ["while True:\n    pass", "import time\ntime.sleep(1000)"], ids=["cpu_spin", "sleep"])
-async def test_killed_at_the_wall_clock_limit(code: str) -> None:
-    sandbox = sandbox_for(timeout_s=2.0)
+async def test_killed_at_the_wall_clock_limit(code: str, make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=2.0)
     start = time.monotonic()
     result = await sandbox.run("print('started', flush=True)\n" + code)
     elapsed = time.monotonic() - start
@@ -347,8 +351,8 @@ time.sleep(1000)
     assert sandbox_children() == []
 
 
-async def test_cancelling_a_run_kills_it() -> None:
-    sandbox = sandbox_for(timeout_s=60.0)
+async def test_cancelling_a_run_kills_it(make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=60.0)
     marker = f"cancelled-{uuid.uuid4().hex}"
     task = asyncio.ensure_future(
         sandbox.run(f"import os\nos.execv('/bin/sh', ['/bin/sh', '-c', 'sleep 1000; :', '{marker}'])")
@@ -361,6 +365,7 @@ async def test_cancelling_a_run_kills_it() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert host_processes_with(marker) == []
+    await sandbox.aclose()  # pooled: the idle workers (and the replacement of the killed one) are expected
     assert sandbox_children() == []
     assert cgroup_leftovers(sandbox) == []
 
@@ -368,8 +373,8 @@ async def test_cancelling_a_run_kills_it() -> None:
 # ------------------------------------------------------------------------------------------------ output
 
 
-async def test_output_flood_is_truncated_while_reading() -> None:
-    sandbox = sandbox_for(timeout_s=20.0, max_output_bytes=1000)
+async def test_output_flood_is_truncated_while_reading(make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=20.0, max_output_bytes=1000)
     result = await sandbox.run(
         "import sys\nfor _ in range(2000):\n    sys.stdout.write('o' * 10000)\n    sys.stderr.write('e' * 10000)"
     )
@@ -380,8 +385,8 @@ async def test_output_flood_is_truncated_while_reading() -> None:
     assert "[stdout truncated: showing the first 1000 of 20000000 bytes]" in result.format()
 
 
-async def test_endless_flood_is_cut_and_killed_at_the_limit() -> None:
-    sandbox = sandbox_for(timeout_s=2.0, max_output_bytes=500)
+async def test_endless_flood_is_cut_and_killed_at_the_limit(make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=2.0, max_output_bytes=500)
     result = await sandbox.run("while True:\n    print('x' * 1000)")
     assert result.status == "timeout"
     assert len(result.stdout) == 500 and result.stdout_truncated and result.stdout_bytes > 1_000_000
@@ -390,8 +395,8 @@ async def test_endless_flood_is_cut_and_killed_at_the_limit() -> None:
 # ------------------------------------------------------------------------------------------------ load
 
 
-async def test_a_batch_of_concurrent_runs_leaks_nothing() -> None:
-    sandbox = sandbox_for(timeout_s=60.0)
+async def test_a_batch_of_concurrent_runs_leaks_nothing(make_sandbox: SandboxFactory) -> None:
+    sandbox = make_sandbox(timeout_s=60.0)
     fds_before = open_fds()
     tmp_before = set(os.listdir("/tmp"))
     limit = asyncio.Semaphore(32)
@@ -404,6 +409,7 @@ async def test_a_batch_of_concurrent_runs_leaks_nothing() -> None:
 
     outputs = await asyncio.gather(*(one(i) for i in range(200)))
     assert outputs == [f"{i * 2}e{i}" for i in range(200)]
+    await sandbox.aclose()  # pooled: idle workers are expected until the pool is closed
     assert sandbox_children() == []
     assert open_fds() <= fds_before + 2  # asyncio may keep a self-pipe; no per-run fds survive
     assert cgroup_leftovers(sandbox) == []

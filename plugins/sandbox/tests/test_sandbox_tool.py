@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import subprocess
 import sys
+import time
+from collections.abc import AsyncIterator
 
 import pytest
 from sandbox_helpers import needs_bwrap, sandbox_children
@@ -22,6 +25,17 @@ from verl_parl.tools.verl_tool import build_tool
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.fixture(autouse=True)
+async def nothing_outlives_a_dropped_tool() -> AsyncIterator[None]:
+    """After each test its tools are gone: their pools' pre-started workers must be killed and reaped."""
+    yield
+    gc.collect()
+    deadline = time.monotonic() + 20
+    while sandbox_children() and time.monotonic() < deadline:  # killed launchers are reaped by asyncio's watcher
+        await asyncio.sleep(0.05)
+    assert sandbox_children() == []
+
+
 @needs_bwrap
 async def test_stateless_tool_keeps_the_contract() -> None:
     await acheck_tool(
@@ -29,7 +43,7 @@ async def test_stateless_tool_keeps_the_contract() -> None:
         valid_arguments={"code": "print(6 * 7)"},
         invalid_arguments=[{"code": ""}, {"code": "   "}, {"code": "x" * 300_000}],
     )
-    assert sandbox_children() == []
+    # the checked tools are dropped: nothing_outlives_a_dropped_tool checks that their pools' workers are gone
 
 
 @needs_bwrap

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from verl_parl_sandbox.config import SandboxConfig, SandboxConfigError
 from verl_parl_sandbox.local import resolve_isolation
-from verl_parl_sandbox.result import SandboxError
+from verl_parl_sandbox.result import RunResult, SandboxError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,7 +46,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     stdin = args.stdin.read_text() if args.stdin else ""
     config = SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb, python=args.python, unsafe=args.unsafe)
     sandbox = make_local_sandbox(config)
-    result = asyncio.run(sandbox.run(code, stdin))
+
+    async def once() -> RunResult:
+        try:
+            return await sandbox.run(code, stdin)
+        finally:
+            await sandbox.aclose()
+
+    result = asyncio.run(once())
     print(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))
     return 0
 

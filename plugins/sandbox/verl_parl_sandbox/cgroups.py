@@ -214,6 +214,17 @@ class RunCgroup:
                             return True
         return False
 
+    def reset_counters(self) -> None:
+        """Zero the peak-usage and fail counters (a pooled worker's next run starts from clean numbers).
+
+        v1: ``memory.max_usage_in_bytes`` and ``memory.failcnt``; v2 has no resettable counter that
+        every kernel supports (``oom_kill`` never resets, so a pool discards a worker after any OOM kill).
+        """
+        for path in self.paths:
+            for name in ("memory.max_usage_in_bytes", "memory.failcnt", "memory.memsw.max_usage_in_bytes"):
+                with contextlib.suppress(OSError):
+                    (path / name).write_text("0")
+
     def kill(self) -> None:
         """SIGKILL every process still in the groups (``cgroup.kill`` where the kernel has it)."""
         for path in self.paths:

@@ -14,6 +14,7 @@ Backend = Literal["local", "sandbox_fusion"]
 CgroupMode = Literal["auto", "off", "required"]
 BACKENDS: tuple[str, ...] = ("local", "sandbox_fusion")
 CGROUP_MODES: tuple[str, ...] = ("auto", "off", "required")
+MAX_POOL_SIZE = 1024
 
 
 class SandboxConfigError(ValueError):
@@ -28,6 +29,8 @@ class SandboxConfig:
     address space (RLIMIT_AS) and, with cgroups, the resident memory (memory.max) of the whole run;
     ``max_processes`` is the per-run ``pids.max`` (and a per-uid RLIMIT_NPROC backstop of
     ``max_processes * nproc_headroom``); ``workdir_mb`` sizes the tmpfs at ``/work`` and ``/tmp``.
+    With ``pool`` (local backend, bubblewrap only) stateless runs reuse up to ``pool_size`` pre-started
+    sandboxes, each emptied and checked after every run and replaced when a run misbehaves.
     """
 
     backend: Backend = "local"
@@ -43,6 +46,8 @@ class SandboxConfig:
     session_cpu_s: int = 600  # RLIMIT_CPU of a session's kernel, over the session's whole life
     session_grace_s: float = 2.0  # after a call's timeout, how long an interrupted cell may take to stop
     sessions: bool = True  # local backend: a stateful Python kernel per trajectory (SessionTool)
+    pool: bool = True  # local backend: stateless runs reuse pre-started sandboxes (emptied and checked after each run)
+    pool_size: int = 16  # pre-started sandboxes kept for stateless runs (runs beyond this many wait for one)
     python: str = "/usr/bin/python3"  # interpreter inside the sandbox (must be readable by the sandbox uid)
     bwrap: str = "bwrap"  # the bubblewrap binary
     sandbox_uid: int = 65534  # host uid the sandbox runs as when we are root (nobody)
@@ -83,6 +88,7 @@ class SandboxConfig:
             "max_output_bytes": 256,
             "session_cpu_s": 1,
             "max_concurrency": 1,
+            "pool_size": 1,
         }
         for key, low in minimums.items():
             value = getattr(self, key)
@@ -92,9 +98,20 @@ class SandboxConfig:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 out.append(f"{key}: must be an integer >= 0, got {value!r}")
+        out += self._switch_problems()
         if self.sandbox_uid == 0 or self.sandbox_gid == 0:
             out.append("sandbox_uid/sandbox_gid: must not be 0 (root)")
         return out + self._backend_problems()
+
+    def _switch_problems(self) -> list[str]:
+        out = [
+            f"{key}: must be true or false, got {getattr(self, key)!r}"
+            for key in ("pool", "sessions", "unsafe")
+            if not isinstance(getattr(self, key), bool)
+        ]
+        if isinstance(self.pool_size, int) and self.pool_size > MAX_POOL_SIZE:
+            out.append(f"pool_size: must be <= {MAX_POOL_SIZE}, got {self.pool_size!r}")
+        return out
 
     def _backend_problems(self) -> list[str]:
         out: list[str] = []

@@ -26,10 +26,14 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verl_parl_sandbox.cgroups import CgroupRoots, RunCgroup, detect
 from verl_parl_sandbox.config import SandboxConfig
 from verl_parl_sandbox.result import OutputCap, RunResult, SandboxError, Status, describe_exit
+
+if TYPE_CHECKING:
+    from verl_parl_sandbox.pool import SandboxPool
 
 logger = logging.getLogger(__name__)
 
@@ -114,11 +118,30 @@ class Spawned:
 
 
 class LocalSandbox:
-    """Runs Python code under the isolation chosen at construction (see :func:`make_local_sandbox`)."""
+    """Runs Python code under the isolation chosen at construction (see :func:`make_local_sandbox`).
 
-    def __init__(self, config: SandboxConfig, isolation: Isolation) -> None:
+    With ``pooled=True`` (bubblewrap only) :meth:`run` uses a :class:`~verl_parl_sandbox.pool.SandboxPool`
+    of ``config.pool_size`` pre-started sandboxes; :meth:`run_fresh` always starts a sandbox of its own.
+    """
+
+    def __init__(self, config: SandboxConfig, isolation: Isolation, *, pooled: bool = False) -> None:
         self.config = config
         self.isolation = isolation
+        self.pool: SandboxPool | None = None
+        if pooled:
+            from verl_parl_sandbox.pool import SandboxPool
+
+            self.pool = SandboxPool(self, config.pool_size)
+
+    async def aclose(self) -> None:
+        """Stop the pool's workers, if any (a sandbox without a pool holds nothing between runs)."""
+        if self.pool is not None:
+            await self.pool.aclose()
+
+    def close(self) -> None:
+        """:meth:`aclose` without an event loop (kills the workers; their cgroups go in a thread)."""
+        if self.pool is not None:
+            self.pool.close()
 
     async def spawn(
         self, command: Sequence[str], *, files: dict[str, bytes], cpu_s: int, pass_fds: Sequence[int] = ()
@@ -224,6 +247,12 @@ class LocalSandbox:
 
     async def run(self, code: str, stdin: str = "", *, timeout_s: float | None = None) -> RunResult:
         """Run ``code`` as ``/work/main.py`` with ``stdin``; never longer than the wall-clock limit."""
+        if self.pool is not None:
+            return await self.pool.run(code, stdin, timeout_s=timeout_s)
+        return await self.run_fresh(code, stdin, timeout_s=timeout_s)
+
+    async def run_fresh(self, code: str, stdin: str = "", *, timeout_s: float | None = None) -> RunResult:
+        """:meth:`run` in a sandbox started for this run alone (and torn down after it)."""
         timeout = timeout_s if timeout_s is not None else self.config.timeout_s
         cap = self.config.max_output_bytes
         out, err = OutputCap(cap), OutputCap(cap)

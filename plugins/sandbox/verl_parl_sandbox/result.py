@@ -40,7 +40,8 @@ class RunResult:
     """One execution. ``status``: ``ok`` (exit 0), ``error`` (non-zero exit), ``timeout`` (killed at the
     wall-clock limit) or ``killed`` (ended by a signal: memory, CPU time, ...). ``isolation`` says what
     isolated it (``bubblewrap``, ``none`` or ``sandbox_fusion``) and ``limits`` which resource limits
-    applied (``cgroup-v1``/``cgroup-v2`` plus rlimits, or ``rlimit``)."""
+    applied (``cgroup-v1``/``cgroup-v2`` plus rlimits, or ``rlimit``); ``worker`` names the pooled sandbox
+    that ran it (empty when the run had a sandbox of its own)."""
 
     status: Status
     returncode: int | None
@@ -54,6 +55,7 @@ class RunResult:
     isolation: str = "bubblewrap"
     limits: str = "rlimit"
     note: str = ""
+    worker: str = ""  # pooled runs: which pre-started sandbox served it, ``<worker id>#<run number>``
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -151,8 +151,8 @@ def make_local_sandbox(config: SandboxConfig) -> LocalSandbox:
 
     isolation = resolve_isolation(config, isolated=True)
     report = cached_selftest(config, isolation)
-    if report.ok:
-        return LocalSandbox(config, isolation)
+    if report.ok:  # the pool needs bubblewrap's PID namespace: never pooled without isolation
+        return LocalSandbox(config, isolation, pooled=config.pool)
     problems = "; ".join(report.problems())
     if not config.unsafe:
         raise SandboxUnavailableError(
