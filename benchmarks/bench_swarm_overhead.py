@@ -32,6 +32,7 @@ from typing import Any
 from verl_parl.chat.calls import ToolCall
 from verl_parl.models.tiny import build_tiny_model
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
+from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.subagent import SubagentLimits
 
 LOOKUP = {
@@ -204,6 +205,9 @@ def main() -> None:
 
     model_path = str(build_tiny_model(progress=False))
     tokenizer = AutoTokenizer.from_pretrained(model_path)
+    # as the parl_swarm agent loop does in a worker before its first episode (VERL_PARL_GC_FREEZE=0: off)
+    frozen = freeze_startup_heap()
+    print(f"startup heap frozen (gc.freeze): {frozen}, {gc.get_freeze_count()} objects")
     latency_part(tokenizer, args)
     if args.real_episodes > 0:
         real_server_part(model_path, tokenizer, args)

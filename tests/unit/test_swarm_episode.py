@@ -402,3 +402,22 @@ def test_each_subagent_gets_its_own_tool_session_closed_when_it_ends(tokenizer: 
     assert asyncio.run(scenario()) == ["final answer after 2 lookups"] * 3
     assert sorted(notebook.opened) == [["k0", "k1"]] * 3  # one session per subagent, state kept within it
     assert notebook.closed == 3
+
+
+def test_freeze_startup_heap_freezes_once_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from verl_parl.swarm import heap
+
+    monkeypatch.setattr(heap, "_frozen", False)
+    monkeypatch.setenv("VERL_PARL_GC_FREEZE", "0")
+    before = gc.get_freeze_count()  # other tests may have built a parl_swarm loop, which froze already
+    assert heap.freeze_startup_heap() is False
+    assert gc.get_freeze_count() == before
+    monkeypatch.delenv("VERL_PARL_GC_FREEZE")
+    try:
+        assert heap.freeze_startup_heap() is True
+        assert gc.get_freeze_count() > before
+        assert heap.freeze_startup_heap() is False  # once per process
+    finally:
+        gc.unfreeze()
