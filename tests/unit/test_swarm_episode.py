@@ -421,3 +421,25 @@ def test_freeze_startup_heap_freezes_once_and_can_be_turned_off(monkeypatch: pyt
         assert heap.freeze_startup_heap() is False  # once per process
     finally:
         gc.unfreeze()
+
+
+def test_direct_decode_and_encode_give_the_tokenizer_wrappers_results(tokenizer: Any) -> None:
+    import random
+
+    from verl_parl.chat.prompts import decode, encode
+    from verl_parl.swarm.subagent import truncate_tokens
+
+    rng = random.Random(0)
+    vocab = len(tokenizer)
+    specials = list(tokenizer.all_special_ids)
+    for _ in range(200):
+        ids = [rng.randrange(vocab) for _ in range(rng.randrange(0, 24))]
+        ids += rng.sample(specials, k=min(len(specials), rng.randrange(0, 3)))
+        rng.shuffle(ids)
+        text = tokenizer.decode(ids, skip_special_tokens=True)
+        assert decode(tokenizer, ids) == text
+        assert encode(tokenizer, text) == tokenizer.encode(text, add_special_tokens=False)
+    for text in ["final answer", "  spaced  out \n", "ünïcode ✓ 数字", "x" * 300]:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        expected = text if len(ids) <= 8 else tokenizer.decode(ids[:8]) + " …[truncated to 8 tokens]"
+        assert truncate_tokens(tokenizer, text, 8) == expected
