@@ -1,12 +1,16 @@
 """Orchestration overhead of the swarm loop, and swarm-vs-serial wall time for the same work.
 
-    python benchmarks/bench_swarm_overhead.py [--episodes 64] [--subagents 100] [--delay 0.2]
+    python benchmarks/bench_swarm_overhead.py [--episodes 64] [--subagents 100] [--delay 0.2] [--profile]
 
 Part 1 (latency server): an in-process asyncio server that answers every generate call after a
 fixed delay D, scripted so each subagent does ``--lookups`` tool calls and then answers; every
 orchestrator turn also costs one generate call. If orchestration were free, an episode would take
 exactly critical_steps x D, so ``wall / (critical_steps x D)`` is the overhead factor (target <= 1.05).
 The parallel plan (all subagents in one turn) and the serial plan (one per turn) do the same work.
+The parallel run also reports process CPU microseconds per subagent step (the latency server costs
+almost nothing, so this is the orchestration's own cost) and the CPU time spent in the cyclic garbage
+collector; ``--profile`` runs it once more under cProfile and prints the top functions by cumulative
+CPU time to stderr.
 
 Part 2 (real CPU server): the same two plans on the hf server with the tiny model (batched decoding).
 """
@@ -15,7 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import gc
+import io
 import json
+import pstats
+import sys
 import time
 import tracemalloc
 from typing import Any
@@ -23,6 +32,7 @@ from typing import Any
 from verl_parl.chat.calls import ToolCall
 from verl_parl.models.tiny import build_tiny_model
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
+from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.subagent import SubagentLimits
 
 LOOKUP = {
@@ -83,6 +93,27 @@ async def run_plan(server: Any, tokenizer: Any, subagents: int, parallel: bool, 
     return episode.accounting().critical_steps
 
 
+class GcTimer:
+    """CPU seconds the cyclic garbage collector spends while installed, per generation."""
+
+    def __init__(self) -> None:
+        self.seconds, self.runs, self._start = [0.0, 0.0, 0.0], [0, 0, 0], 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds[info["generation"]] += time.process_time() - self._start
+            self.runs[info["generation"]] += 1
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
 async def timed(episodes: int, *args: Any) -> tuple[float, int]:
     started = time.perf_counter()
     critical = await asyncio.gather(*(run_plan(*args) for _ in range(episodes)))
@@ -93,7 +124,12 @@ def latency_part(tokenizer: Any, args: argparse.Namespace) -> None:
     server = LatencyServer(tokenizer, args.delay, args.lookups)
     print(f"latency server: D={args.delay}s per generate, {args.episodes} concurrent episodes, "
           f"{args.subagents} subagents each, {args.lookups} lookups per subagent")  # fmt: skip
-    wall, critical = asyncio.run(timed(args.episodes, server, tokenizer, args.subagents, True, args.delay))
+    plan = (args.episodes, server, tokenizer, args.subagents, True, args.delay)
+    cpu = time.process_time()
+    with GcTimer() as gc_timer:
+        wall, critical = asyncio.run(timed(*plan))
+    cpu = time.process_time() - cpu
+    steps = args.episodes * args.subagents * (args.lookups + 1)
     tracemalloc.start()  # a separate run: tracing allocations slows Python several-fold
     asyncio.run(timed(args.episodes, server, tokenizer, args.subagents, True, args.delay))
     peak = tracemalloc.get_traced_memory()[1]
@@ -101,11 +137,30 @@ def latency_part(tokenizer: Any, args: argparse.Namespace) -> None:
     in_flight = args.episodes * args.subagents
     print(f"  parallel plan: critical steps {critical}, wall {wall:.2f} s, "
           f"wall / (critical x D) = {wall / (critical * args.delay):.3f}  (target <= 1.05)")  # fmt: skip
+    print(f"  CPU: {cpu:.2f} s = {cpu / steps * 1e6:.0f} us per subagent step ({steps} steps); "
+          f"cyclic GC {sum(gc_timer.seconds):.2f} s (gen0/1/2 runs {gc_timer.runs}, "
+          f"gen2 {gc_timer.seconds[2]:.2f} s)")  # fmt: skip
     print(f"  memory: {peak / in_flight / 1024:.1f} KiB per in-flight subagent ({in_flight} in flight, Python heap)")
+    if args.profile:
+        profile_part(plan)
+    if args.skip_serial:
+        return
     s_wall, s_critical = asyncio.run(timed(args.episodes, server, tokenizer, args.subagents, False, args.delay))
     print(f"  serial plan (same episodes and work): critical steps {s_critical}, wall {s_wall:.2f} s, "
           f"wall / (critical x D) = {s_wall / (s_critical * args.delay):.3f}")  # fmt: skip
     print(f"  swarm vs serial wall time for the same work: {s_wall / wall:.1f}x faster")
+
+
+def profile_part(plan: tuple[Any, ...], top: int = 40) -> None:
+    """The parallel plan once more under cProfile; the top functions by cumulative CPU time to stderr."""
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    asyncio.run(timed(*plan))
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
+    print(f"cProfile of the parallel plan (CPU time), top {top} by cumulative time:", file=sys.stderr)
+    print(out.getvalue(), file=sys.stderr)
 
 
 def real_server_part(model_path: str, tokenizer: Any, args: argparse.Namespace) -> None:
@@ -143,13 +198,19 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--real-episodes", type=int, default=8)
     parser.add_argument("--real-subagents", type=int, default=8)
+    parser.add_argument("--skip-serial", action="store_true", help="part 1 without the (slow) serial plan")
+    parser.add_argument("--profile", action="store_true", help="cProfile part 1's parallel plan (to stderr)")
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
     model_path = str(build_tiny_model(progress=False))
     tokenizer = AutoTokenizer.from_pretrained(model_path)
+    # as the parl_swarm agent loop does in a worker before its first episode (VERL_PARL_GC_FREEZE=0: off)
+    frozen = freeze_startup_heap()
+    print(f"startup heap frozen (gc.freeze): {frozen}, {gc.get_freeze_count()} objects")
     latency_part(tokenizer, args)
-    real_server_part(model_path, tokenizer, args)
+    if args.real_episodes > 0:
+        real_server_part(model_path, tokenizer, args)
 
 
 if __name__ == "__main__":

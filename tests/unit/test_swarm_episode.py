@@ -402,3 +402,44 @@ def test_each_subagent_gets_its_own_tool_session_closed_when_it_ends(tokenizer: 
     assert asyncio.run(scenario()) == ["final answer after 2 lookups"] * 3
     assert sorted(notebook.opened) == [["k0", "k1"]] * 3  # one session per subagent, state kept within it
     assert notebook.closed == 3
+
+
+def test_freeze_startup_heap_freezes_once_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from verl_parl.swarm import heap
+
+    monkeypatch.setattr(heap, "_frozen", False)
+    monkeypatch.setenv("VERL_PARL_GC_FREEZE", "0")
+    before = gc.get_freeze_count()  # other tests may have built a parl_swarm loop, which froze already
+    assert heap.freeze_startup_heap() is False
+    assert gc.get_freeze_count() == before
+    monkeypatch.delenv("VERL_PARL_GC_FREEZE")
+    try:
+        assert heap.freeze_startup_heap() is True
+        assert gc.get_freeze_count() > before
+        assert heap.freeze_startup_heap() is False  # once per process
+    finally:
+        gc.unfreeze()
+
+
+def test_direct_decode_and_encode_give_the_tokenizer_wrappers_results(tokenizer: Any) -> None:
+    import random
+
+    from verl_parl.chat.prompts import decode, encode
+    from verl_parl.swarm.subagent import truncate_tokens
+
+    rng = random.Random(0)
+    vocab = len(tokenizer)
+    specials = list(tokenizer.all_special_ids)
+    for _ in range(200):
+        ids = [rng.randrange(vocab) for _ in range(rng.randrange(0, 24))]
+        ids += rng.sample(specials, k=min(len(specials), rng.randrange(0, 3)))
+        rng.shuffle(ids)
+        text = tokenizer.decode(ids, skip_special_tokens=True)
+        assert decode(tokenizer, ids) == text
+        assert encode(tokenizer, text) == tokenizer.encode(text, add_special_tokens=False)
+    for text in ["final answer", "  spaced  out \n", "ünïcode ✓ 数字", "x" * 300]:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        expected = text if len(ids) <= 8 else tokenizer.decode(ids[:8]) + " …[truncated to 8 tokens]"
+        assert truncate_tokens(tokenizer, text, 8) == expected

@@ -284,3 +284,42 @@ async def test_registered_tool_keeps_a_session_per_verl_trajectory(monkeypatch: 
     assert kernel.closed == [1] and tool.open_sessions == 1
     response, _, _ = await tool.execute("id", {"text": "q"})  # no trajectory: a session of its own
     assert response.text == "session 3: q" and 3 in kernel.closed
+
+
+def test_flat_schema_fast_path_agrees_with_jsonschema() -> None:
+    from verl_parl.tools.runtime import ArgumentValidator
+
+    def fn(parameters: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": "f", "parameters": parameters}}
+
+    flat = {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "description": "d"},
+            "i": {"type": "integer"},
+            "n": {"type": "number"},
+            "b": {"type": "boolean"},
+            "o": {"type": "object"},
+            "a": {"type": "array"},
+            "z": {"type": "null"},
+        },
+        "required": ["s"],
+    }
+    not_flat = {
+        "type": "object",
+        "properties": {"s": {"type": "string", "minLength": 2}, "i": {"type": "integer", "minimum": 0}},
+        "required": ["s"],
+    }
+    open_ended = {**flat, "additionalProperties": True}
+    values = ["x", "", 1, 0, -3, 2.0, 2.5, True, False, None, {}, {"k": 1}, [], [1], "1"]
+    candidates: list[Any] = [{}, {"s": "x"}, {"s": "x", "extra": 1}, [], "text"]
+    candidates += [{"s": "x", key: value} for key in ("i", "n", "b", "o", "a", "z", "s") for value in values]
+    candidates += [{"s": value} for value in values] + [{"i": 1}, {1: "x", "s": "x"}]
+    for parameters in (flat, not_flat, open_ended):
+        fast = ArgumentValidator(fn(parameters))
+        slow = ArgumentValidator(fn(parameters))
+        slow._flat = None  # always jsonschema
+        assert (fast._flat is not None) == (parameters is flat)
+        for arguments in candidates:
+            assert fast.problems(arguments) == slow.problems(arguments), (parameters, arguments)
+    assert ArgumentValidator(fn(flat)).problems({"s": "x", "i": 3, "b": False}) == []

@@ -39,6 +39,23 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
+def decode(tokenizer: Any, ids: list[int]) -> str:
+    """``tokenizer.decode(ids, skip_special_tokens=True)``; calls the Rust backend directly when that is
+    provably all the wrapper would do (transformers' own fast-tokenizer ``decode``/``_decode``, no
+    clean-up of tokenization spaces), else the wrapper."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    kind = type(tokenizer)
+    if (
+        backend is not None
+        and isinstance(ids, list)
+        and getattr(tokenizer, "clean_up_tokenization_spaces", None) is False
+        and getattr(getattr(kind, "decode", None), "__module__", "") == "transformers.tokenization_utils_base"
+        and getattr(getattr(kind, "_decode", None), "__module__", "") == "transformers.tokenization_utils_tokenizers"
+    ):
+        return str(backend.decode(ids, skip_special_tokens=True))
+    return str(tokenizer.decode(ids, skip_special_tokens=True))
+
+
 @dataclass(frozen=True)
 class ToolSegment:
     """Text around tool responses: ``after_eos + head + m1 + sep + m2 ... + tail``."""

@@ -29,6 +29,7 @@ from verl_parl.plugins import get_plugin_manager, swarm_tool_names
 from verl_parl.swarm.accounting import critical_path
 from verl_parl.swarm.config import swarm_settings
 from verl_parl.swarm.episode import SwarmEpisode
+from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.subagent import SubagentContext
 from verl_parl.tools.config import runtimes, tool_settings
 from verl_parl.traces.settings import trace_settings
@@ -55,6 +56,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         self.hooks = pm.hook
         self.subagent_tool_names = _merge(self.settings.subagent_tools, swarm_tool_names(pm, "subagent"))
         self.direct_tool_names = _merge(self.settings.direct_tools, swarm_tool_names(pm, "orchestrator"))
+        freeze_startup_heap()  # once per worker process, before its first episode (see swarm/heap.py)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         from verl_parl.frozen import SharedBackend, get_backend

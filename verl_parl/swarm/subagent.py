@@ -15,7 +15,7 @@ from typing import Any
 from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.chat.messages import assistant_message
-from verl_parl.chat.prompts import PromptBuilder
+from verl_parl.chat.prompts import PromptBuilder, decode, encode
 from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.context.summarizer import make_summarizer
@@ -61,7 +61,7 @@ class SubagentResult:
 
 def truncate_tokens(tokenizer: Any, text: str, budget: int) -> str:
     """``text`` cut to at most ``budget`` tokens, marked when cut."""
-    ids = tokenizer.encode(text, add_special_tokens=False)
+    ids = encode(tokenizer, text)
     if len(ids) <= budget:
         return text
     return tokenizer.decode(ids[:budget]) + f" …[truncated to {budget} tokens]"
@@ -107,7 +107,7 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
         generated = await backend.generate(list(prompt.ids), dict(params))
         ended = clock()
         result.steps += 1
-        text = generated if isinstance(generated, str) else tokenizer.decode(generated, skip_special_tokens=True)
+        text = generated if isinstance(generated, str) else decode(tokenizer, generated)
         n_tokens = (
             len(tokenizer.encode(text, add_special_tokens=False)) if isinstance(generated, str) else len(generated)
         )

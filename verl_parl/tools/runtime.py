@@ -33,7 +33,7 @@ import logging
 import statistics
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import jsonschema
@@ -203,16 +203,60 @@ class ArgumentValidator:
         params.setdefault("additionalProperties", False)
         self.params = params
         self._validator = jsonschema.Draft202012Validator(params)
+        self._flat = _flat_types(params)
 
     def problems(self, arguments: Any) -> list[str]:
         """See :func:`validate_arguments`."""
         if not isinstance(arguments, dict):
             return [f"arguments must be a JSON object, got {type(arguments).__name__}"]
+        if self._flat is not None and _fits_flat(self._flat, self.params.get("required", ()), arguments):
+            return []  # the common valid call of a flat schema; jsonschema would find nothing either
         errors = sorted(self._validator.iter_errors(arguments), key=lambda e: (list(e.absolute_path), e.message))
         problems: list[str] = []
         for error in errors:
             problems += _describe(error, self.params)
         return problems
+
+
+# JSON types whose check is exact with isinstance (jsonschema: bool is not a number; integer-valued
+# floats are integers there, so a float for "integer" goes to jsonschema, which decides)
+_FLAT_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+_ANNOTATIONS = {"description", "title", "examples"}
+
+
+def _flat_types(params: dict[str, Any]) -> dict[str, Callable[[Any], bool]] | None:
+    """Per-property type checks when ``params`` is an object schema whose properties constrain nothing
+    but one JSON type (plus annotations) and no other keyword applies; else None (jsonschema decides)."""
+    if set(params) - {"type", "properties", "required", "additionalProperties", *_ANNOTATIONS}:
+        return None
+    properties, required = params.get("properties", {}), params.get("required", [])
+    if params.get("type") != "object" or params.get("additionalProperties") is not False:
+        return None
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return None
+    checks = {}
+    for key, sub in properties.items():
+        if not isinstance(sub, dict) or set(sub) - {"type", *_ANNOTATIONS}:
+            return None
+        kind = sub.get("type")
+        check = _FLAT_TYPES.get(kind) if isinstance(kind, str) else None
+        if check is None:
+            return None
+        checks[key] = check
+    return checks
+
+
+def _fits_flat(checks: dict[str, Callable[[Any], bool]], required: Iterable[str], arguments: dict[str, Any]) -> bool:
+    """True only when ``arguments`` certainly satisfy the flat schema ``checks``/``required``."""
+    return all(k in arguments for k in required) and all(k in checks and checks[k](v) for k, v in arguments.items())
 
 
 def _describe(error: jsonschema.ValidationError, params: dict[str, Any]) -> list[str]:
