@@ -254,10 +254,9 @@ def final_model(cfg: DictConfig) -> str | None:
     root = OmegaConf.select(cfg, "trainer.default_local_dir", default=None)
     if not root or not Path(root).is_dir():
         return None
-    saved = [
-        (int(p.name.split("_")[-1]), p) for p in Path(root).glob("global_step_*") if p.name.split("_")[-1].isdigit()
-    ]
-    for _, step_dir in sorted(saved, reverse=True):
+    steps = {p: p.name.removeprefix("global_step_") for p in Path(root).glob("global_step_*")}
+    saved = sorted(((int(n), p) for p, n in steps.items() if n.isdigit()), reverse=True)
+    for _, step_dir in saved:
         if (hf := step_dir / "actor" / "huggingface" / "config.json").is_file():
             return str(hf.parent)
     return None
