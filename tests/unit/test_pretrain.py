@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import dataclasses
 import json
 import random
 import shutil
@@ -183,13 +184,29 @@ def test_shipped_checkpoint_is_used_only_for_its_recipe_and_intact(tmp_path: Pat
 def test_the_package_ships_the_default_recipes_weights() -> None:
     """The default run's first build copies these instead of pretraining (item 5 of issue 12)."""
     folder = shipped.SHIPPED_ROOT / pt.SHIPPED_NAME
+    assert pt.shipped_folder(PretrainSpec()) == folder
     assert shipped.matches(folder, PretrainSpec().digest()), (
         "verl_parl/models/weights/pretrained does not hold the default PretrainSpec's checkpoint: "
-        "run `python -m verl_parl.models pretrain --rebuild --ship`"
+        "run `python -m verl_parl.models pretrain --shallow --rebuild --ship`"
     )
     info = json.loads((folder / MARKER_NAME).read_text())
     assert (folder / shipped.WEIGHTS_FILE).stat().st_size < 20 * 1024 * 1024
     assert info["gates"]["induction"] >= 0.9 and info["gates"]["heldout_lookup"] >= 0.6  # among up to 4 hits
+
+
+def test_the_package_ships_the_grown_reader() -> None:
+    """The research cold start's base: the 2-layer checkpoint grown to 4 layers and trained on."""
+    folder = shipped.SHIPPED_ROOT / pt.READER_SHIPPED_NAME
+    assert pt.shipped_folder(pt.READER_PRETRAIN) == folder
+    assert shipped.matches(folder, pt.READER_PRETRAIN.digest()), (
+        "verl_parl/models/weights/reader does not hold READER_PRETRAIN's checkpoint: "
+        "run `python -m verl_parl.models pretrain --rebuild --ship`"
+    )
+    info = json.loads((folder / MARKER_NAME).read_text())
+    config = json.loads((folder / "config.json").read_text())
+    assert config["num_hidden_layers"] == pt.DEEP_READER_MODEL.num_layers
+    assert (folder / shipped.WEIGHTS_FILE).stat().st_size < 20 * 1024 * 1024
+    assert info["gates"]["induction"] >= 0.9 and info["gates"]["heldout_lookup"] >= 0.7
 
 
 SMALL_READER = TinyModelSpec(hidden_size=64, num_layers=2, num_heads=1, num_kv_heads=1, intermediate_size=128)
@@ -289,3 +306,38 @@ def test_the_package_ships_the_readers_research_cold_start() -> None:
         "verl_parl/models/weights/coldstart-research does not hold READER_RECIPE's checkpoint: "
         "rebuild it with `python -m verl_parl.models coldstart --task research --reader --rebuild --ship`"
     )
+
+
+def test_a_grown_model_computes_what_the_shallow_one_did_and_then_learns(tmp_path: Path) -> None:
+    """Growing appends layers that add nothing until trained: same logits (copying kept), then the new
+    layers' output projections move on the first step."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    base = build_tiny_model(SMALL_READER, tmp_path, progress=False)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, attn_implementation="sdpa")
+    ids = torch.randint(3, SMALL_READER.vocab_size, (2, 40))
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+    grown = pt.grown_model(model, 5)
+    assert len(grown.model.layers) == grown.config.num_hidden_layers == 5
+    assert [layer.self_attn.layer_idx for layer in grown.model.layers] == [0, 1, 2, 3, 4]
+    with torch.no_grad():
+        assert torch.allclose(grown(input_ids=ids).logits, before, atol=1e-5)
+        cached = grown.generate(ids[:1, :8], max_new_tokens=6, do_sample=False)  # the KV cache has 5 layers
+    assert cached.shape == (1, 14)
+    loss = grown(input_ids=ids, labels=ids).loss
+    loss.backward()
+    torch.optim.SGD(grown.parameters(), lr=0.1).step()
+    assert grown.model.layers[4].mlp.down_proj.weight.abs().sum() > 0
+
+
+def test_a_grown_recipe_names_its_start_in_its_digest() -> None:
+    deeper = dataclasses.replace(SMALL_READER, num_layers=3)
+    start = PretrainSpec(base=SMALL_READER, steps=10, phases=((10, (1.0, 0.0, 0.0)),))
+    grown = PretrainSpec(base=deeper, steps=10, phases=((10, (0.1, 0.2, 0.7)),), grow_from=start)
+    assert grown.digest() != dataclasses.replace(grown, grow_from=dataclasses.replace(start, seed=1)).digest()
+    with pytest.raises(ValueError, match="num_layers only"):
+        PretrainSpec(base=dataclasses.replace(deeper, hidden_size=128), grow_from=start)
+    with pytest.raises(ValueError, match="must be fewer"):
+        PretrainSpec(base=SMALL_READER, grow_from=start)

@@ -3,8 +3,9 @@
 ``python -m verl_parl.models build [--cache-dir DIR] [--hidden-size N ...]`` builds the tiny Qwen2 model
 (or finds it in the cache) and prints its folder on stdout; progress goes to stderr.
 
-``python -m verl_parl.models pretrain [--steps N] [--seed S]`` pretrains the reader-sized tiny model on
-the copying curriculum (:mod:`verl_parl.models.pretrain`), prints its folder on stdout and its gates
+``python -m verl_parl.models pretrain [--shallow] [--steps N] [--seed S]`` builds the reader (the 2-layer
+tiny model pretrained on the copying curriculum, grown to 4 layers and trained on; ``--shallow``: the
+2-layer stage only; :mod:`verl_parl.models.pretrain`), prints its folder on stdout and its gates
 (induction, held-out page lookups) on stderr.
 
 ``python -m verl_parl.models coldstart [--steps N] [--seed S] [--evaluate]`` does the same for the
@@ -54,35 +55,40 @@ def _add_common(command: argparse.ArgumentParser, *, shippable: bool = False) ->
 
 
 def _add_pretrain(commands: Any) -> None:
-    from verl_parl.models.pretrain import PretrainSpec
+    from verl_parl.models.pretrain import READER_PRETRAIN, PretrainSpec
 
-    defaults = PretrainSpec()
-    pre = commands.add_parser("pretrain", help="pretrain the tiny model on the copying curriculum (cached)")
+    pre = commands.add_parser("pretrain", help="pretrain the tiny reader on the copying curriculum (cached)")
     _add_common(pre, shippable=True)
-    pre.add_argument("--steps", type=int, default=defaults.steps, help=f"optimizer steps (default: {defaults.steps})")
-    pre.add_argument("--seed", type=int, default=defaults.seed, help=f"default: {defaults.seed}")
+    pre.add_argument(
+        "--shallow",
+        action="store_true",
+        help=f"only the 2-layer first stage ({PretrainSpec().steps} steps from random weights) that the reader "
+        f"grows from (default: the {READER_PRETRAIN.base.num_layers}-layer reader)",
+    )
+    pre.add_argument("--steps", type=int, default=None, help="optimizer steps of the stage built (default: its recipe's)")
+    pre.add_argument("--seed", type=int, default=None, help=f"default: {READER_PRETRAIN.seed}")
 
 
 def _pretrain(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from verl_parl.models import shipped
     from verl_parl.models.coldstart import build_info
-    from verl_parl.models.pretrain import SHIPPED_NAME, PretrainSpec, build_pretrained_model, scaled_phases
+    from verl_parl.models.pretrain import READER_PRETRAIN, PretrainSpec, build_pretrained_model, scaled_phases
 
-    defaults = PretrainSpec()
+    spec = PretrainSpec() if args.shallow else READER_PRETRAIN
     try:
-        spec = PretrainSpec(steps=args.steps, seed=args.seed, phases=scaled_phases(defaults.phases, args.steps))
+        if args.steps is not None:
+            spec = dataclasses.replace(spec, steps=args.steps, phases=scaled_phases(spec.phases, args.steps))
+        if args.seed is not None:
+            spec = dataclasses.replace(spec, seed=args.seed)
     except ValueError as error:
         parser.error(str(error))
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
-    path = build_pretrained_model(
-        spec,
-        args.cache_dir,
-        progress=not args.quiet,
-        shipped=None if args.rebuild else shipped.SHIPPED_ROOT / SHIPPED_NAME,
-    )
+    path = build_pretrained_model(spec, args.cache_dir, progress=not args.quiet, use_shipped=not args.rebuild)
     info = build_info(path)
     if args.ship:
-        print(f"shipped to {shipped.ship(path, SHIPPED_NAME)}", file=sys.stderr)
+        from verl_parl.models.pretrain import shipped_folder
+
+        print(f"shipped to {shipped.ship(path, shipped_folder(spec).name)}", file=sys.stderr)
     print(f"pretraining: {info.get('train_seconds')} s, gates {json.dumps(info.get('gates'))}", file=sys.stderr)
     print(path)
     return 0

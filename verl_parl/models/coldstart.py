@@ -43,7 +43,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from verl_parl.models import shipped
 from verl_parl.models.demos import Demo, demo_digest_payload, make_demos
 from verl_parl.models.lm import collate, lr_at, masked_lm_loss
-from verl_parl.models.pretrain import READER_MODEL, PretrainSpec, build_pretrained_model
+from verl_parl.models.pretrain import DEEP_READER_MODEL, READER_PRETRAIN, PretrainSpec, build_pretrained_model
 from verl_parl.models.tiny import (
     MARKER_NAME,
     TinyModelSpec,
@@ -151,18 +151,18 @@ def task_recipe(task: str) -> dict[str, Any]:
 
 
 READER_RECIPE: dict[str, Any] = {
-    "base": READER_MODEL,
-    "pretrain": PretrainSpec(),
+    "base": DEEP_READER_MODEL,
+    "pretrain": READER_PRETRAIN,
     "steps": 800,
     "lr": 1.5e-3,
     "demos_per_role": 1000,
     "fresh_names": 0.8,
 }
-"""Cold start from the pretrained reader (:mod:`verl_parl.models.pretrain`), at under a third of the
-from-scratch rate (5e-3 erased its copying), on demonstrations most of which carry fresh entity names
-(remembered names cannot answer them). Measured greedy on 40 held-out subagent lookups, its search
-query names the entity in 23 of them and 17% of the row values are right (the from-scratch model: 0
-and 0); on 64 held-out suite tasks as an orchestrator its item-F1 is 0.03 (docs/cpu.md)."""
+"""Cold start from the pretrained reader (:data:`~verl_parl.models.pretrain.READER_PRETRAIN`, 4 layers), at
+under a third of the from-scratch rate (5e-3 erased its copying), on demonstrations most of which carry
+fresh entity names (remembered names cannot answer them). Measured greedy on 64 held-out suite tasks, its
+wide item-F1 is 0.13 as an orchestrator and 0.10 as a single agent (0.07 and 0.06 from the 2-layer
+reader; docs/cpu.md)."""
 
 
 def default_spec(task: str, *, reader: bool = False) -> ColdStartSpec:
