@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -145,10 +146,8 @@ def captured(log_path: Path) -> Iterator[IO[str]]:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
         yield console
-    except (KeyboardInterrupt, SystemExit):  # a signal (Ctrl-C, SIGTERM): the log's tail would only be noise
-        raise
-    except BaseException:
-        failed = True
+    except BaseException as exc:
+        failed = not stopped_by_signal(exc)  # Ctrl-C, SIGTERM: the log's tail would only be noise
         raise
     finally:
         sys.stdout.flush()
@@ -161,6 +160,11 @@ def captured(log_path: Path) -> Iterator[IO[str]]:
             print(f"{PREFIX} training stopped; the end of {log_path}:", file=console)
             print(log_tail(log_path), file=console)
         console.close()
+
+
+def stopped_by_signal(exc: BaseException) -> bool:
+    """Ctrl-C (``KeyboardInterrupt``) or SIGTERM (``SystemExit(143)``, raised by ``verl_parl.main``'s handler)."""
+    return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, SystemExit) and exc.code == 128 + signal.SIGTERM)
 
 
 def log_tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
