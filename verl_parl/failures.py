@@ -9,7 +9,7 @@ goes to the run's ``console.log`` (:func:`log_traceback`), not to the console.
 cause                                      message starts                                   exit
 =========================================  ==============================================  ====
 Ctrl-C (``KeyboardInterrupt``)             ``interrupted (SIGINT)``                         130
-SIGTERM (``SystemExit(143)``, main.py)     ``terminated (SIGTERM)``                         143
+SIGTERM (:func:`exit_on_sigterm`)          ``terminated (SIGTERM)``                         143
 a write failed: disk or quota full         ``the disk of the run folder <path> is full``     1
 a Ray worker's process died                ``a Ray worker died: <class> (pid <n>)``          1
 anything else                              ``training failed: <type>: <first line>``         1
@@ -26,6 +26,7 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -64,8 +65,8 @@ def describe(exc: BaseException, run_dir: Path) -> Failure:
         return Failure("interrupted (SIGINT); Ray and every worker process were stopped", 128 + signal.SIGINT)
     if isinstance(exc, SystemExit):
         code = exc.code if isinstance(exc.code, int) else 1
-        if code == 128 + signal.SIGTERM:
-            return Failure("terminated (SIGTERM); Ray and every worker process were stopped", code)
+        if code == 128 + signal.SIGTERM or signal.SIGTERM in RECEIVED:
+            return Failure("terminated (SIGTERM); Ray and every worker process were stopped", 128 + signal.SIGTERM)
         return Failure(f"stopped (exit code {code})", code or 1)
     chain = list(causes(exc))
     for cause in chain:
@@ -112,6 +113,22 @@ def log_traceback(exc: BaseException, log_path: Path) -> None:
     """Append ``exc``'s traceback to ``log_path``; a log that cannot be written (a full disk) is skipped."""
     with contextlib.suppress(OSError), open(log_path, "a") as log:
         log.write("".join(traceback.format_exception(exc)))
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM raises ``SystemExit(143)`` in the main thread, so a terminated run unwinds as Ctrl-C does
+    (Ray shut down, reports written). ``ray.init`` installs its own handler (it kills Ray's processes and
+    exits with 1, before the run's reports): call this again after it."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        RECEIVED.append(signum)  # raised inside a blocking ray.get, the exit code is lost (Ray exits with 1)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+RECEIVED: list[int] = []
+"""Signals :func:`exit_on_sigterm`'s handler received in this process, in order (read by :func:`describe`)."""
 
 
 @contextlib.contextmanager

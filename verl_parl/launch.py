@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_parl import console
 from verl_parl.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
-from verl_parl.failures import signals_held
+from verl_parl.failures import exit_on_sigterm, signals_held
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
 SUMMARY_METRICS = (
@@ -185,6 +185,7 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
             ray.init(**ray_init_kwargs(cfg, run_dir))
+            exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
             try:
                 run_ppo(cfg, task_runner_class=TaskRunnerV1)
             finally:

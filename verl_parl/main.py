@@ -20,13 +20,13 @@ and logs on stderr.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from verl_parl.errors import ConfigError
+from verl_parl.failures import exit_on_sigterm
 
 CONFIG_MODULE = "verl_parl.configs"
 CONFIG_NAME = "parl_trainer"
@@ -69,19 +69,12 @@ def transfer_queue_threads(default: int = 8) -> int:
     return max(1, min(default, cores))
 
 
-def _exit_on_sigterm() -> None:
-    def handler(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``verl-parl`` and ``python -m verl_parl.main``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     profile, args = choose_profile(args)
     prepare_environment(profile)
-    _exit_on_sigterm()
+    exit_on_sigterm()
 
     from verl_parl.assets import building, register_resolver
 
