@@ -109,10 +109,14 @@ def _worker(exc: BaseException) -> str:
     return f"{name}" + (f" (pid {fields['pid']})" if "pid" in fields else "") + ": "
 
 
-def log_traceback(exc: BaseException, log_path: Path) -> None:
-    """Append ``exc``'s traceback to ``log_path``; a log that cannot be written (a full disk) is skipped."""
-    with contextlib.suppress(OSError), open(log_path, "a") as log:
-        log.write("".join(traceback.format_exception(exc)))
+def log_traceback(exc: BaseException, log_path: Path) -> bool:
+    """Append ``exc``'s traceback to ``log_path``; False when the log cannot be written (a full disk)."""
+    try:
+        with open(log_path, "a") as log:
+            log.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return False
+    return True
 
 
 def exit_on_sigterm() -> None:

@@ -112,11 +112,13 @@ def run(cfg: Any) -> None:
         raise SystemExit(2) from None
     print(f"[verl-parl] run folder: {run_dir} (full log: {run_dir / console.CONSOLE_LOG})", file=sys.stderr, flush=True)
     failure: failures.Failure | None = None
+    where = ""
     try:
         launch.train(cfg, parl, run_dir)
     except BaseException as exc:  # noqa: BLE001 - every way training stops is reported below, then exits non-zero
         failure = failures.describe(exc, run_dir)
-        failures.log_traceback(exc, run_dir / console.CONSOLE_LOG)
+        if failures.log_traceback(exc, run_dir / console.CONSOLE_LOG):
+            where = f" (traceback in {run_dir / console.CONSOLE_LOG})"
     try:
         with failures.signals_held():  # the reports of the steps so far are written whole
             summary = launch.write_reports(cfg, run_dir, started=started, succeeded=failure is None)
@@ -126,7 +128,7 @@ def run(cfg: Any) -> None:
         print(f"[verl-parl] could not write the run's reports: {reports.message}", file=sys.stderr, flush=True)
         failure = failure or reports
     if failure is not None:
-        print(f"[verl-parl] {failure.message} (traceback in {run_dir / console.CONSOLE_LOG})", file=sys.stderr)
+        print(f"[verl-parl] {failure.message}{where}", file=sys.stderr)
         raise SystemExit(failure.exit_code)
 
 

@@ -29,10 +29,11 @@ import pytest
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 STEPS = 4  # the run is broken during step 2; the others are a margin, never reached
-TRAIN = [
+TRAIN = [  # the e2e tests' arithmetic task
     "embedded=arithmetic",
     f"trainer.total_training_steps={STEPS}",
     "trainer.val_before_train=false",
+    "parl.traces.train_fraction=1.0",  # every episode writes its trace: a full disk shows at once
 ]
 
 

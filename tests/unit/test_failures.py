@@ -69,9 +69,9 @@ def test_anything_else_is_named_by_its_innermost_error(tmp_path: Path) -> None:
     failure = describe(RayTaskError(ValueError("bad batch\nmore detail")), tmp_path)
     assert (failure.message, failure.exit_code) == ("training failed: ValueError: bad batch", 1)
     log = tmp_path / "console.log"
-    log_traceback(ValueError("bad batch"), log)
+    assert log_traceback(ValueError("bad batch"), log)
     assert "ValueError: bad batch" in log.read_text()
-    log_traceback(ValueError("x"), tmp_path / "missing" / "console.log")  # an unwritable log is skipped
+    assert not log_traceback(ValueError("x"), tmp_path / "missing" / "console.log")  # unwritable: skipped
 
 
 def test_a_truncated_last_line_keeps_the_steps_before_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
