@@ -115,14 +115,31 @@ def assert_step_one_intact(run_dir: Path) -> None:
         assert summary["steps"] >= 1
 
 
-def test_a_killed_trainer_worker_stops_the_run_naming_it(tmp_path: Path) -> None:
+def _oldest(processes: list[psutil.Process], title: str) -> psutil.Process:
+    """The first started of the processes whose command line holds ``title`` (Ray's process title)."""
+    matching = [p for p in processes if title in " ".join(p.cmdline())]
+    assert matching, title
+    return min(matching, key=lambda p: p.create_time())
+
+
+@pytest.mark.parametrize(
+    ("title", "message"),
+    [
+        # verl's FSDP actor (one rank on the CPU profile): the trainer's next call to it fails
+        ("ray::WorkerDict", "a Ray worker died: WorkerDict (pid {pid}): The actor died"),
+        # the policy's rollout server (started before the frozen subagent server, which is an
+        # HFInferenceServer too): every episode fails, which verl alone would regenerate forever
+        ("ray::HFInferenceServer", "training failed: RolloutFailedError: the policy's rollout server hf_server_0 died"),
+    ],
+    ids=["fsdp-worker", "rollout-server"],
+)
+def test_a_killed_worker_stops_the_run_naming_it(tmp_path: Path, title: str, message: str) -> None:
     run_dir = tmp_path / "run"
     with started(main_command(run_dir), tmp_path) as proc:
         wait_for_step_one(proc, tmp_path, run_dir / "metrics.jsonl")
-        workers = [p for p in session_processes(proc.pid) if "ray::WorkerDict" in " ".join(p.cmdline())]
-        assert len(workers) == 1, workers  # the FSDP actor (one rank on the CPU profile)
-        workers[0].kill()
-        last = assert_stopped(proc, tmp_path, 1, f"a Ray worker died: WorkerDict (pid {workers[0].pid})")
+        worker = _oldest(session_processes(proc.pid), title)
+        worker.kill()
+        last = assert_stopped(proc, tmp_path, 1, message.format(pid=worker.pid))
     assert "console.log" in last  # where the traceback went
     assert_step_one_intact(run_dir)
 
