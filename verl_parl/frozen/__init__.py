@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from verl_parl.frozen.backends import ActorBackend, FrozenServerError, SharedBackend, first_line
+from verl_parl.failures import first_line
+from verl_parl.frozen.backends import ActorBackend, FrozenServerError, SharedBackend
 
 if TYPE_CHECKING:
     from verl_parl.swarm.config import SubagentServing

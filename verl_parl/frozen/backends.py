@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import uuid4
 
+from verl_parl.failures import first_line
+
 __all__ = ["ActorBackend", "FrozenServerError", "SharedBackend"]
 
 
@@ -54,9 +56,3 @@ class ActorBackend:
         except RayActorError as exc:
             raise FrozenServerError(f"{self.names[index]} died while generating: {first_line(exc)}") from exc
         return list(output.token_ids)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first non-empty line of ``exc``'s message (Ray's actor errors run to a dozen lines)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
