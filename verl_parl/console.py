@@ -13,9 +13,10 @@ import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -73,13 +74,23 @@ def format_step(record: dict[str, Any], total_steps: int | None = None) -> str |
 
 class StepLines:
     """A thread that follows verl's file-logger output (``{"step", "data"}`` per line, appended as the
-    trainer logs) and writes :func:`format_step` of each new line to ``out``; :meth:`stop` reads what is left."""
+    trainer logs) and writes :func:`format_step` of each new line to ``out``; :meth:`stop` reads what is left.
+    ``on_lines``, when given, is called (in that thread) after each poll that found new complete lines."""
 
-    def __init__(self, path: Path, out: IO[str], *, total_steps: int | None, interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        path: Path,
+        out: IO[str],
+        *,
+        total_steps: int | None,
+        interval_s: float = 0.5,
+        on_lines: Callable[[], None] | None = None,
+    ) -> None:
         self.path = path
         self.out = out
         self.total_steps = total_steps
         self.interval_s = interval_s
+        self.on_lines = on_lines
         self._offset = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="verl-parl-step-lines", daemon=True)
@@ -115,12 +126,15 @@ class StepLines:
                 continue  # not a file-logger record: nothing to show
             if line is not None:
                 print(line, file=self.out, flush=True)
+        if end and self.on_lines is not None:
+            self.on_lines()
 
 
 @contextlib.contextmanager
 def captured(log_path: Path) -> Iterator[IO[str]]:
     """Send this process's stdout and stderr (fds 1 and 2) to ``log_path`` and yield a stream to the real
-    stderr; restore both on exit. On an exception, the log's last lines are shown on the real stderr."""
+    stderr; restore both on exit. On an exception (not Ctrl-C or SIGTERM), the log's last lines are shown on
+    the real stderr."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -132,8 +146,8 @@ def captured(log_path: Path) -> Iterator[IO[str]]:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
         yield console
-    except BaseException:
-        failed = True
+    except BaseException as exc:
+        failed = not stopped_by_signal(exc)  # Ctrl-C, SIGTERM: the log's tail would only be noise
         raise
     finally:
         sys.stdout.flush()
@@ -146,6 +160,11 @@ def captured(log_path: Path) -> Iterator[IO[str]]:
             print(f"{PREFIX} training stopped; the end of {log_path}:", file=console)
             print(log_tail(log_path), file=console)
         console.close()
+
+
+def stopped_by_signal(exc: BaseException) -> bool:
+    """Ctrl-C (``KeyboardInterrupt``) or SIGTERM (``SystemExit(143)``, raised by ``verl_parl.main``'s handler)."""
+    return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, SystemExit) and exc.code == 128 + signal.SIGTERM)
 
 
 def log_tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -9,12 +10,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from verl_parl import console
 from verl_parl.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
+from verl_parl.failures import exit_on_sigterm, signals_held
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
 SUMMARY_METRICS = (
@@ -176,32 +178,87 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
     OmegaConf.save(cfg, run_dir / "resolved_config.yaml")
     total = OmegaConf.select(cfg, "trainer.total_training_steps")
     with console.captured(run_dir / console.CONSOLE_LOG) as out:
-        steps = console.StepLines(run_dir / VERL_METRICS_FILE, out, total_steps=total).start()
+        mirror = MetricsMirror(run_dir, out)
+        steps = console.StepLines(run_dir / VERL_METRICS_FILE, out, total_steps=total, on_lines=mirror).start()
         try:
             import ray
             from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
             ray.init(**ray_init_kwargs(cfg, run_dir))
+            exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
             try:
                 run_ppo(cfg, task_runner_class=TaskRunnerV1)
             finally:
-                ray.shutdown()
+                with signals_held():  # a second Ctrl-C must not leave Ray's processes behind
+                    ray.shutdown()
         finally:
             steps.stop()
 
 
-def read_verl_metrics(path: Path) -> list[dict[str, Any]]:
-    """verl's file logger lines ``{"step", "data"}`` merged into one flat record per step."""
+class MetricsMirror:
+    """Keeps ``metrics.jsonl`` current while training (called by :class:`console.StepLines` as verl logs
+    steps), so that a run that stops, however it stops, leaves the steps logged so far there. A write that
+    fails (a full disk) leaves the previous file whole (:func:`write_atomic`) and is reported once on ``out``."""
+
+    def __init__(self, run_dir: Path, out: IO[str]) -> None:
+        self.run_dir = run_dir
+        self.out = out
+        self.failed = False
+
+    def __call__(self) -> None:
+        try:
+            write_metrics(self.run_dir, read_verl_metrics(self.run_dir / VERL_METRICS_FILE, complete_only=True))
+        except OSError as exc:
+            if not self.failed:
+                self.failed = True
+                print(f"{console.PREFIX} warning: could not update {exc.filename}: {exc.strerror}", file=self.out)
+
+
+def write_metrics(run_dir: Path, records: list[dict[str, Any]]) -> None:
+    """``metrics.jsonl``: one flat JSON object per step (written whole or not at all)."""
+    write_atomic(run_dir / "metrics.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+
+def read_verl_metrics(path: Path, *, complete_only: bool = False) -> list[dict[str, Any]]:
+    """verl's file logger lines ``{"step", "data"}`` merged into one flat record per step.
+
+    A line that is not such a record is skipped with a warning: a run stopped mid-write (killed, or its
+    disk full) can leave a truncated last line, and the steps before it must still be reported.
+    ``complete_only`` ignores, silently, a last line without its newline (one being written right now)."""
     by_step: dict[int, dict[str, Any]] = {}
     if not path.exists():
         return []
-    for line in path.read_text().splitlines():
+    text = path.read_text(errors="replace")
+    if complete_only:
+        text = text[: text.rfind("\n") + 1]
+    skipped = 0
+    for line in text.splitlines():
         if not line.strip():
             continue
-        entry = json.loads(line)
-        step = int(entry["step"])
-        by_step.setdefault(step, {"step": step}).update(entry.get("data", {}))
+        try:
+            entry = json.loads(line)
+            step = int(entry["step"])
+            data = dict(entry.get("data", {}))
+        except (ValueError, KeyError, TypeError):
+            skipped += 1
+            continue
+        by_step.setdefault(step, {"step": step}).update(data)
+    if skipped:
+        print(f"[verl-parl] warning: skipped {skipped} unreadable line(s) of {path}", file=sys.stderr, flush=True)
     return [by_step[s] for s in sorted(by_step)]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed over it: a failed write (a full disk)
+    leaves the previous file whole and no partial one. Raises OSError naming ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def _finite(value: Any) -> bool:
@@ -225,9 +282,7 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
     """Write ``metrics.jsonl`` (one flat record per step) and ``summary.json``; return the summary."""
     run_dir.mkdir(parents=True, exist_ok=True)
     records = read_verl_metrics(run_dir / VERL_METRICS_FILE)
-    with open(run_dir / "metrics.jsonl", "w") as out:
-        for record in records:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
+    write_metrics(run_dir, records)
     steps = [r["step"] for r in records if "training/global_step" in r]
     summary = {
         "succeeded": succeeded,
@@ -240,10 +295,10 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
         "run_dir": str(run_dir),
         "final_model": final_model(cfg),
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_atomic(run_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     summary["plots"] = _plots(records, run_dir / "plots")  # after the summary: plots are a convenience
     summary["traces"] = _traces(cfg, run_dir)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_atomic(run_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 

@@ -8,7 +8,9 @@ The order matters and is the point of this module:
 3. load verl-parl's plugins and validate everything, reporting all errors at once;
 4. only then start a private Ray cluster on loopback, run verl's ``TaskRunnerV1``, and tear Ray
    down on every exit path;
-5. write the run folder's ``metrics.jsonl`` and ``summary.json``.
+5. write the run folder's ``metrics.jsonl`` and ``summary.json``, also when training stopped early
+   (Ctrl-C, SIGTERM, a dead worker, a full disk), then say in one line why it stopped and exit non-zero
+   (:mod:`verl_parl.failures`).
 
 While training, the console shows one line per step; everything else (Ray, verl and the workers) goes
 to the run folder's ``console.log``. The results (the summary table) are printed on stdout, progress
@@ -18,13 +20,13 @@ and logs on stderr.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from verl_parl.errors import ConfigError
+from verl_parl.failures import exit_on_sigterm
 
 CONFIG_MODULE = "verl_parl.configs"
 CONFIG_NAME = "parl_trainer"
@@ -67,19 +69,12 @@ def transfer_queue_threads(default: int = 8) -> int:
     return max(1, min(default, cores))
 
 
-def _exit_on_sigterm() -> None:
-    def handler(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``verl-parl`` and ``python -m verl_parl.main``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     profile, args = choose_profile(args)
     prepare_environment(profile)
-    _exit_on_sigterm()
+    exit_on_sigterm()
 
     from verl_parl.assets import building, register_resolver
 
@@ -104,7 +99,7 @@ def run(cfg: Any) -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from verl_parl import console, launch
+    from verl_parl import console, failures, launch
 
     run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
     with open_dict(cfg):
@@ -116,13 +111,25 @@ def run(cfg: Any) -> None:
         print(f"[verl-parl] {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     print(f"[verl-parl] run folder: {run_dir} (full log: {run_dir / console.CONSOLE_LOG})", file=sys.stderr, flush=True)
-    succeeded = False
+    failure: failures.Failure | None = None
+    where = ""
     try:
         launch.train(cfg, parl, run_dir)
-        succeeded = True
-    finally:
-        summary = launch.write_reports(cfg, run_dir, started=started, succeeded=succeeded)
+    except BaseException as exc:  # noqa: BLE001 - every way training stops is reported below, then exits non-zero
+        failure = failures.describe(exc, run_dir)
+        if failures.log_traceback(exc, run_dir / console.CONSOLE_LOG):
+            where = f" (traceback in {run_dir / console.CONSOLE_LOG})"
+    try:
+        with failures.signals_held():  # the reports of the steps so far are written whole
+            summary = launch.write_reports(cfg, run_dir, started=started, succeeded=failure is None)
         print(launch.format_summary(summary), flush=True)
+    except OSError as exc:  # e.g. the disk is full: say so, after why training stopped (if it did)
+        reports = failures.describe(exc, run_dir)
+        print(f"[verl-parl] could not write the run's reports: {reports.message}", file=sys.stderr, flush=True)
+        failure = failure or reports
+    if failure is not None:
+        print(f"[verl-parl] {failure.message}{where}", file=sys.stderr)
+        raise SystemExit(failure.exit_code)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ the batch mean of every numeric ``parl_*`` field, logged as ``parl/<name>/mean``
 group's proof of frozenness (``parl/frozen/weights_changed``, see :func:`frozen_group_metrics`).
 With ``parl.subagent.schedule`` it also switches the frozen group's checkpoint before each step's
 rollout and each validation (:mod:`verl_parl.frozen.schedule`), logged as ``parl/frozen/checkpoint_index``.
+verl's regeneration of failed prompt groups is bounded (:mod:`verl_parl.rollout_guard`): a dead policy
+server stops the run naming it instead of spinning forever.
 Around verl's advantage computation it also logs the staged reward's terms and hands the
 ``reinforce_nsc`` estimator its context (:mod:`verl_parl.rewards.verl_hooks`).
 
@@ -27,6 +29,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl_parl.frozen import frozen_group_metrics
 from verl_parl.frozen.schedule import FrozenGroupSchedule
 from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
+from verl_parl.rollout_guard import RefillGuard, named_actors, policy_server_names, refill_limit
 from verl_parl.swarm.config import frozen_schedule
 
 TRAINER_MODE = "parl_sync"
@@ -128,10 +131,13 @@ class ParlSyncTrainer(PPOTrainerSync):
     _frozen_digests: dict[str, str] | None = None
     _frozen_schedule: FrozenGroupSchedule | None = None
     _frozen_checkpoint_index: int | None = None
+    _refills: RefillGuard | None = None
 
     def on_init_end(self) -> None:
         super().on_init_end()  # type: ignore[no-untyped-call]  # verl is untyped
         self._frozen_schedule = frozen_schedule(self.config)  # validates it: fails before any step runs
+        limit = refill_limit(int(OmegaConf.select(self.config, "data.train_batch_size", default=1) or 1))
+        self._refills = RefillGuard(limit, policy_server_names(named_actors()))
 
     def on_validate_begin(self) -> None:
         super().on_validate_begin()  # type: ignore[no-untyped-call]  # verl is untyped
@@ -140,6 +146,15 @@ class ParlSyncTrainer(PPOTrainerSync):
     def on_step_begin(self) -> None:
         super().on_step_begin()  # type: ignore[no-untyped-call]  # the sync trainer submits the step's prompts after this
         self._switch_frozen_checkpoint()
+        if self._refills is not None:
+            self._refills.new_step()
+
+    def _add_prompts_to_generate(self, num_prompts: int) -> int:
+        """verl's refill of failed (or filtered) prompt groups, guarded (:mod:`verl_parl.rollout_guard`):
+        without a bound, a dead policy server made verl regenerate failing groups forever."""
+        if self._refills is not None:
+            self._refills.check(num_prompts, int(self.global_steps))
+        return int(super()._add_prompts_to_generate(num_prompts))
 
     def _switch_frozen_checkpoint(self) -> None:
         """Make the frozen group serve the checkpoint of ``global_steps`` (a function of the step)."""

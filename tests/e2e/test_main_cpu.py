@@ -134,7 +134,7 @@ def test_sigterm_mid_run_tears_down_ray_and_every_worker(tmp_path: Path) -> None
         started = psutil.Process(proc.pid).children(recursive=True)
         assert len(started) >= 3  # Ray's GCS, raylet and workers
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=180) != 0
+        assert proc.wait(timeout=180) == 128 + signal.SIGTERM
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -142,3 +142,4 @@ def test_sigterm_mid_run_tears_down_ray_and_every_worker(tmp_path: Path) -> None
     assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["succeeded"] is False
+    assert "[verl-parl] terminated (SIGTERM)" in log.read_text()  # one clear line (verl_parl/failures.py)

@@ -88,6 +88,8 @@ with captured(Path(sys.argv[1])) as console:
     if sys.argv[2] == "fail":
         print("\\n".join(f"worker line {i}" for i in range(30)))
         raise SystemExit(3)
+    if sys.argv[2] == "interrupt":
+        raise KeyboardInterrupt
 print("after")
 """
 
@@ -115,6 +117,13 @@ def test_captured_shows_the_end_of_the_log_when_training_fails(tmp_path: Path) -
     assert shown[:2] == ["[verl-parl] step 1/2", f"[verl-parl] training stopped; the end of {log}:"]
     assert shown[2:] == [f"worker line {i}" for i in range(10, 30)]
     assert log_tail(tmp_path / "missing.log") == ""
+
+
+def test_captured_shows_no_log_tail_on_ctrl_c(tmp_path: Path) -> None:
+    result = run_capturing(tmp_path / "console.log", "interrupt")
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[0] == "[verl-parl] step 1/2"
+    assert "training stopped" not in result.stderr
 
 
 def test_transfer_queue_gets_a_thread_count_it_accepts_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:

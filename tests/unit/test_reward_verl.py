@@ -223,11 +223,39 @@ def test_advantage_hooks_log_terms_and_feed_the_estimator(monkeypatch: pytest.Mo
     after_advantage(metrics, context)
     assert core_algos.get_adv_estimator_fn("reinforce_nsc") is verl_estimator.compute_reinforce_nsc_advantage
     assert metrics == {
-        "parl/reward/r_perf": 0.5,
+        "parl/reward/r_perf": 1.0,  # the infra-failed sample's 0 is not the policy's: only counted as failed
         "parl/lambda/parallel": 0.03,
         "parl/reward/infra_failed": 0.5,
         "parl/nsc/dropped_fraction": 0.25,
     }
+
+
+def test_advantage_hooks_leave_infra_failed_samples_out_of_grpo(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import transfer_queue
+    from verl.trainer.ppo import core_algos
+
+    from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
+
+    infos = [{"reward_extra_info": {"parl_r_perf": 1.0, "parl_infra_failed": float(i == 2)}} for i in range(3)]
+    monkeypatch.setattr(transfer_queue, "kv_batch_get", FakeTQ(infos).kv_batch_get, raising=False)
+    config = {"algorithm": {"adv_estimator": "grpo"}, "reward": {"reward_manager": {"name": "parl"}}}
+    trainer = types.SimpleNamespace(config=OmegaConf.create(config), global_steps=1)
+    batch = types.SimpleNamespace(keys=["0", "1", "2"], partition_id="train")  # FakeTQ indexes keys as ints
+    plain = core_algos.compute_grpo_outcome_advantage
+    metrics: dict = {}
+    context = before_advantage(trainer, batch, metrics)
+    assert core_algos.compute_grpo_outcome_advantage is not plain  # what verl's GRPO path calls is masked
+    rewards = torch.tensor([[1.0], [0.0], [0.0]])
+    adv, _ = core_algos.compute_grpo_outcome_advantage(
+        token_level_rewards=rewards, response_mask=torch.ones_like(rewards), index=np.array(["u"] * 3)
+    )
+    assert adv[:, 0].tolist() == pytest.approx([0.7071, -0.7071, 0.0], abs=1e-4)
+    after_advantage(metrics, context)
+    assert core_algos.compute_grpo_outcome_advantage is plain
+    assert metrics["parl/infra_failed/excluded"] == 1.0
+    assert metrics["parl/reward/infra_failed"] == pytest.approx(1 / 3)
 
 
 def test_wrapper_stays_out_of_runs_that_use_neither() -> None:

@@ -303,3 +303,11 @@ def test_episodes_cut_short_count_only_stages_the_orchestrator_generated(
         p["stage"] for p in path for _ in range(p["main_steps"])
     ]
     assert critical_span_steps(timeline) == fields["parl_critical_steps"]
+
+
+def test_a_trace_that_cannot_be_written_is_skipped_not_raised(tmp_path: Path) -> None:
+    from verl_parl.traces.write import append_record
+
+    (tmp_path / "traces").write_text("a file where the traces folder should be")  # every write fails
+    assert append_record(tmp_path, {"request_id": "r"}) is None  # the episode goes on untraced
+    assert append_record(tmp_path, {"request_id": "s"}, max_bytes=10) is None

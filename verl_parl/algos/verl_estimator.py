@@ -19,7 +19,7 @@ baseline.
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,7 @@ class EstimatorContext:
     first_turns: list[int] | None = None  # per sample: turns of its episode before the sample's first
     episode_turns: list[int] | None = None  # per sample: its episode's number of turns (-1: unknown)
     metrics: dict[str, float] = field(default_factory=dict)  # written by the estimator
+    restore: Callable[[], None] = lambda: None  # undoes verl_parl.algos.infra_mask.bind for this batch
 
     def check(self, batch: int) -> None:
         """Raise ``ValueError`` naming the sizes when this context was built for another batch."""

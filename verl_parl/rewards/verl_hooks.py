@@ -44,13 +44,18 @@ REWARD_METRICS = {
     "parl/spurious_fraction/mean": "parl_spurious_fraction",
 }
 """Logged metric → ``reward_extra_info`` key (mean over the step's samples)."""
+INFRA_FAILED = "parl_infra_failed"
 
 
 def reward_metrics(infos: Sequence[Mapping[str, Any] | None]) -> dict[str, float]:
-    """Means of the ``parl_*`` entries over the samples that have them; e.g. r_perf [1, 0] → 0.5."""
+    """Means of the ``parl_*`` entries over the samples that have them; e.g. r_perf [1, 0] → 0.5.
+
+    Infra-failed samples (``parl_infra_failed``: their judge or scorer failed) count only in
+    ``parl/reward/infra_failed``: their reward of 0 is not the policy's, so it stays out of every other mean."""
     out: dict[str, float] = {}
     for metric, key in REWARD_METRICS.items():
-        values = [float(info[key]) for info in infos if info and info.get(key) is not None]
+        counted = infos if key == INFRA_FAILED else [i for i in infos if not (i and i.get(INFRA_FAILED))]
+        values = [float(info[key]) for info in counted if info and info.get(key) is not None]
         if values:
             out[metric] = sum(values) / len(values)
     return out
@@ -109,6 +114,7 @@ def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> Any:
     the per-sample infra-failed flags and turns."""
     from verl.trainer.ppo import core_algos
 
+    from verl_parl.algos import infra_mask
     from verl_parl.algos.verl_estimator import EstimatorContext, bind
     from verl_parl.rewards.verl_manager import reward_config_from
 
@@ -125,8 +131,10 @@ def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> Any:
     except Exception:  # metrics must never stop training; the warning says why
         logger.warning("verl-parl: could not read reward_extra_info for parl/* metrics", exc_info=True)
     else:
-        context.infra_failed = [bool(info and info.get("parl_infra_failed")) for info in infos]
+        context.infra_failed = [bool(info and info.get(INFRA_FAILED)) for info in infos]
         metrics.update(reward_metrics(infos))
+        estimator = str(OmegaConf.select(trainer.config, "algorithm.adv_estimator", default=""))
+        context.restore = infra_mask.bind(core_algos, estimator, keys, context.infra_failed, context.metrics)
         dump_dir = OmegaConf.select(trainer.config, "trainer.rollout_data_dir", default=None)
         if dump_dir:
             write_reward_terms(Path(dump_dir), step, keys, infos)
@@ -159,6 +167,7 @@ def after_advantage(metrics: dict[str, Any], context: Any) -> None:
     if context is None:
         return
     unbind(core_algos)
+    context.restore()
     metrics.update(context.metrics)
 
 

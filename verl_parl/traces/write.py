@@ -14,6 +14,7 @@ with probability ``val_fraction``. Training episodes are traced with probability
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 from collections import Counter
@@ -30,6 +31,8 @@ REWARD_KEYS = ("parl_reward", "score", "acc")  # reward_extra_info entries taken
 RECORD_VERSION = 2  # 2: timed spans (start/end seconds since the episode's start) and the critical path
 
 _VALIDATION_SEEN: Counter[tuple[str, Any]] = Counter()  # validation episodes so far, per (run folder, step)
+_WRITE_FAILED: list[Path] = []  # the first trace file this process could not write (warned once)
+logger = logging.getLogger(__name__)
 
 
 def is_validation(kwargs: dict[str, Any]) -> bool:
@@ -58,15 +61,25 @@ def should_trace(
 
 def append_record(run_dir: str | Path, record: dict[str, Any], max_bytes: int | None = None) -> Path | None:
     """Append ``record`` as one line to ``<run_dir>/traces/swarm.jsonl``; None (and one line in
-    ``traces/dropped.jsonl``) when that would take the file past ``max_bytes``."""
+    ``traces/dropped.jsonl``) when that would take the file past ``max_bytes``.
+
+    None, with a warning (once per process), when the write fails (a full disk): a trace is a
+    convenience, and an agent loop that raised would fail its episode, whose group verl's trainer then
+    generates again, and again (with every episode traced, a run with a full disk never ended)."""
     path = Path(run_dir) / TRACE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, default=str) + "\n").encode()
-    size = path.stat().st_size if path.exists() else 0
-    if max_bytes is not None and size + len(line) > max_bytes:
-        _append(Path(run_dir) / DROPPED_FILE, json.dumps({"request_id": record.get("request_id")}) + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = path.stat().st_size if path.exists() else 0
+        if max_bytes is not None and size + len(line) > max_bytes:
+            _append(Path(run_dir) / DROPPED_FILE, json.dumps({"request_id": record.get("request_id")}) + "\n")
+            return None
+        _append(path, line)
+    except OSError as exc:
+        if not _WRITE_FAILED:
+            _WRITE_FAILED.append(path)
+            logger.warning("traces: could not write %s (%s); episodes go on untraced", path, exc)
         return None
-    _append(path, line)
     return path
 
 
