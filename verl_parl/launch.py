@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_parl import console
+from verl_parl import console, resume
 from verl_parl.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
@@ -76,6 +76,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         raise ConfigError([*errors, f"config resolution: {type(exc).__name__}: {exc}"]) from exc
     with assets.building(False):  # the base config's defaults are compared, never built
         errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
+    errors.extend(resume.resume_errors(cfg))
     explicit_critic(cfg)
     plugin_errors = _plugin_errors(pm, cfg)
     try:
@@ -190,15 +191,25 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             steps.stop()
 
 
+def prepare_run_folder(cfg: DictConfig, run_dir: Path) -> int | None:
+    """When verl will resume from a checkpoint at step S (``trainer.resume_mode``), keep the run folder's
+    records of steps <= S and skip the validation before training (:mod:`verl_parl.resume`); returns S."""
+    step = resume.prepare_resume(cfg, run_dir, VERL_METRICS_FILE)
+    if step is not None:
+        print(
+            f"[verl-parl] resuming from the checkpoint of step {step} (trainer.resume_mode="
+            f"{OmegaConf.select(cfg, 'trainer.resume_mode')}); metrics of later steps are logged anew",
+            file=sys.stderr,
+            flush=True,
+        )
+    return step
+
+
 def read_verl_metrics(path: Path) -> list[dict[str, Any]]:
-    """verl's file logger lines ``{"step", "data"}`` merged into one flat record per step."""
+    """verl's file logger lines ``{"step", "data"}`` merged into one flat record per step; the lines that
+    earlier runs of a resumed run folder logged (``verl_metrics.previous.jsonl`` beside ``path``) first."""
     by_step: dict[int, dict[str, Any]] = {}
-    if not path.exists():
-        return []
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        entry = json.loads(line)
+    for entry in resume.read_metric_lines(path.parent / resume.PREVIOUS_METRICS_FILE) + resume.read_metric_lines(path):
         step = int(entry["step"])
         by_step.setdefault(step, {"step": step}).update(entry.get("data", {}))
     return [by_step[s] for s in sorted(by_step)]
@@ -221,7 +232,9 @@ def config_digest(cfg: DictConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: bool) -> dict[str, Any]:
+def write_reports(
+    cfg: DictConfig, run_dir: Path, *, started: float, succeeded: bool, resumed_from: int | None = None
+) -> dict[str, Any]:
     """Write ``metrics.jsonl`` (one flat record per step) and ``summary.json``; return the summary."""
     run_dir.mkdir(parents=True, exist_ok=True)
     records = read_verl_metrics(run_dir / VERL_METRICS_FILE)
@@ -234,6 +247,8 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
         "config_digest": config_digest(cfg),
         "profile": cfg.parl.profile,
         "steps": max(steps) if steps else 0,
+        "resumed_from_step": resumed_from,
+        "missing_steps": resume.missing_steps(steps),
         "wall_time_s": round(time.time() - started, 1),
         "metrics": {key: se for key in SUMMARY_METRICS if (se := start_end(records, key)) is not None},
         "heldout": heldout_summary(records),
@@ -257,9 +272,14 @@ def final_model(cfg: DictConfig) -> str | None:
     steps = {p: p.name.removeprefix("global_step_") for p in Path(root).glob("global_step_*")}
     saved = sorted(((int(n), p) for p, n in steps.items() if n.isdigit()), reverse=True)
     for _, step_dir in saved:
-        if (hf := step_dir / "actor" / "huggingface" / "config.json").is_file():
-            return str(hf.parent)
+        hf = step_dir / "actor" / "huggingface"
+        # verl writes config.json there at every save; the weights only with hf_model in save_contents
+        if (hf / "config.json").is_file() and any(next(hf.glob(pattern), None) for pattern in HF_WEIGHTS):
+            return str(hf)
     return None
+
+
+HF_WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
 
 
 def _plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
@@ -326,6 +346,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"[verl-parl] run {status}: {summary['steps']} steps in {summary['wall_time_s']} s -> {summary['run_dir']}",
         f"{'metric':<48} {'start':>12} {'end':>12}",
     ]
+    if summary.get("resumed_from_step") is not None:
+        lines.insert(1, f"resumed from the checkpoint of step {summary['resumed_from_step']}")
+    if summary.get("missing_steps"):
+        lines.insert(
+            1, f"steps without a metrics record (killed between checkpoint and log): {summary['missing_steps']}"
+        )
     heldout = summary.get("heldout") or {}
     shown = {se["metric"] for se in heldout.values()}
     rows = [(f"{label} (step {se['start_step']}->{se['end_step']})", se) for label, se in heldout.items()]

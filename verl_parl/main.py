@@ -117,11 +117,12 @@ def run(cfg: Any) -> None:
         raise SystemExit(2) from None
     print(f"[verl-parl] run folder: {run_dir} (full log: {run_dir / console.CONSOLE_LOG})", file=sys.stderr, flush=True)
     succeeded = False
+    resumed_from = launch.prepare_run_folder(cfg, run_dir)
     try:
         launch.train(cfg, parl, run_dir)
         succeeded = True
     finally:
-        summary = launch.write_reports(cfg, run_dir, started=started, succeeded=succeeded)
+        summary = launch.write_reports(cfg, run_dir, started=started, succeeded=succeeded, resumed_from=resumed_from)
         print(launch.format_summary(summary), flush=True)
 
 
