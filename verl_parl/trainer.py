@@ -1,14 +1,15 @@
 """verl-parl's hooks on every verl v1 trainer mode, chosen with verl's own ``trainer.v1.trainer_mode``.
 
-:class:`ParlHooks` is a mixin over verl's trainer classes; :func:`install` (called by
-:mod:`verl_parl.verl_plugin` when verl imports ``verl.trainer.ppo.v1``) puts, under each of verl's mode
-names (``sync``, ``colocate_async``, ``separate_async``), a subclass ``(ParlHooks, verl's class)`` in verl's
-trainer registry. Nothing of verl's trainer code is copied: each hook calls verl's method and adds to it.
-The hooks act only in runs whose config has verl-parl's ``parl:`` section (``python -m verl_parl.main``);
-a plain verl run without it trains exactly as verl's class. ``trainer_mode=parl_sync`` (verl's sync
-trainer with the hooks, under its own name) is kept for existing configs; verl treats any name other
-than ``sync`` as asynchronous in a few places (its replay buffer, one prompt per dataloader fetch), so
-prefer ``sync``.
+:class:`ParlHooks` is a mixin over verl's trainer classes; :func:`install` (run when this module is
+imported, which :mod:`verl_parl.verl_plugin` does when verl imports ``verl.trainer.ppo.v1``) puts, under
+each of verl's mode names (``sync``, ``colocate_async``, ``separate_async``), a subclass
+``(ParlHooks, verl's class)`` in verl's trainer registry. Nothing of verl's trainer code is copied: each
+hook calls verl's method and adds to it. The hooks act only in runs whose config has verl-parl's
+``parl:`` section (``python -m verl_parl.main``); a plain verl run without it trains exactly as verl's
+class. ``trainer_mode=parl_sync`` (verl's sync trainer with the hooks, under its own name, acting without
+a ``parl`` section too) is kept for existing configs and plain verl runs; verl treats any name other than
+``sync`` as asynchronous in a few places (its replay buffer, one prompt per dataloader fetch), so
+``python -m verl_parl.main`` uses ``sync``.
 
 Agent loops report episode fields in ``AgentLoopOutput.extra_fields`` (``parl_critical_steps``,
 ``parl_num_assigned``, ...). verl stores them in TransferQueue but only reads a few of them back, so the
@@ -43,8 +44,9 @@ from verl_parl.frozen import frozen_group_metrics
 from verl_parl.frozen.schedule import FrozenGroupSchedule
 from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
 from verl_parl.swarm.config import frozen_schedule
+from verl_parl.trainer_modes import PARL_SYNC, VERL_MODES
 
-TRAINER_MODE = "parl_sync"
+TRAINER_MODE = PARL_SYNC
 FIELD_PREFIX = "parl_"
 
 
@@ -255,10 +257,6 @@ class ParlSyncTrainer(ParlHooks, PPOTrainerSync):
     always_active = True
 
 
-VERL_MODES = ("sync", "colocate_async", "separate_async")
-"""verl's own trainer modes (``trainer.v1.trainer_mode``) that :func:`install` extends."""
-
-
 def with_hooks(base: type[PPOTrainer]) -> type[PPOTrainer]:
     """``(ParlHooks, base)``: verl's trainer class ``base`` with verl-parl's hooks (the same class each call)."""
     if issubclass(base, ParlHooks):
@@ -291,3 +289,8 @@ def install(registry: dict[str, type[PPOTrainer]] | None = None) -> list[str]:
 def known_modes() -> list[str]:
     """Every ``trainer.v1.trainer_mode`` the registry knows (verl's, ours, and any a plugin registered)."""
     return sorted(TRAINER_REGISTRY)
+
+
+# verl_parl.verl_plugin imports this module once verl imports verl.trainer.ppo.v1 (whose registry then holds
+# verl's three modes); when this module is imported first, that hook finds it half-initialised, hence here.
+install()
