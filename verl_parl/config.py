@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from verl_parl.errors import ConfigError, did_you_mean
+from verl_parl.trainer_modes import trainer_mode_errors
 from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
 
 if TYPE_CHECKING:
@@ -369,7 +370,7 @@ def check_verl(cfg: DictConfig) -> list[str]:
 
 
 Check = Callable[[DictConfig], list[str]]
-CHECKS: tuple[Check, ...] = (check_profile, check_batch_sizes, check_paths, check_rollout_backend)
+CHECKS: tuple[Check, ...] = (check_profile, check_batch_sizes, check_paths, check_rollout_backend, trainer_mode_errors)
 """Whole-config checks of the run itself; each component checks its own settings in its built-in
 plugin's ``verl_parl_validate_config`` (passed to :func:`validate` as ``plugin_errors``)."""
 

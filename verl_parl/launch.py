@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_parl import console
+from verl_parl import console, resume
 from verl_parl.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
 from verl_parl.failures import exit_on_sigterm, signals_held
 
@@ -78,6 +78,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         raise ConfigError([*errors, f"config resolution: {type(exc).__name__}: {exc}"]) from exc
     with assets.building(False):  # the base config's defaults are compared, never built
         errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
+    errors.extend(resume.resume_errors(cfg))
     explicit_critic(cfg)
     plugin_errors = _plugin_errors(pm, cfg)
     try:
@@ -195,6 +196,20 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             steps.stop()
 
 
+def prepare_run_folder(cfg: DictConfig, run_dir: Path) -> int | None:
+    """When verl will resume from a checkpoint at step S (``trainer.resume_mode``), keep the run folder's
+    records of steps <= S and skip the validation before training (:mod:`verl_parl.resume`); returns S."""
+    step = resume.prepare_resume(cfg, run_dir, VERL_METRICS_FILE)
+    if step is not None:
+        print(
+            f"[verl-parl] resuming from the checkpoint of step {step} (trainer.resume_mode="
+            f"{OmegaConf.select(cfg, 'trainer.resume_mode')}); metrics of later steps are logged anew",
+            file=sys.stderr,
+            flush=True,
+        )
+    return step
+
+
 class MetricsMirror:
     """Keeps ``metrics.jsonl`` current while training (called by :class:`console.StepLines` as verl logs
     steps), so that a run that stops, however it stops, leaves the steps logged so far there. A write that
@@ -220,14 +235,17 @@ def write_metrics(run_dir: Path, records: list[dict[str, Any]]) -> None:
 
 
 def read_verl_metrics(path: Path, *, complete_only: bool = False) -> list[dict[str, Any]]:
-    """verl's file logger lines ``{"step", "data"}`` merged into one flat record per step.
+    """verl's file logger lines ``{"step", "data"}`` merged into one flat record per step; the lines that
+    earlier runs of a resumed run folder logged (``verl_metrics.previous.jsonl`` beside ``path``) first.
 
-    A line that is not such a record is skipped with a warning: a run stopped mid-write (killed, or its
+    A line of ``path`` that is not such a record is skipped with a warning: a run stopped mid-write (killed, or its
     disk full) can leave a truncated last line, and the steps before it must still be reported.
     ``complete_only`` ignores, silently, a last line without its newline (one being written right now)."""
     by_step: dict[int, dict[str, Any]] = {}
+    for entry in resume.read_metric_lines(path.parent / resume.PREVIOUS_METRICS_FILE):
+        by_step.setdefault(int(entry["step"]), {"step": int(entry["step"])}).update(entry.get("data", {}))
     if not path.exists():
-        return []
+        return [by_step[s] for s in sorted(by_step)]
     text = path.read_text(errors="replace")
     if complete_only:
         text = text[: text.rfind("\n") + 1]
@@ -278,7 +296,9 @@ def config_digest(cfg: DictConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: bool) -> dict[str, Any]:
+def write_reports(
+    cfg: DictConfig, run_dir: Path, *, started: float, succeeded: bool, resumed_from: int | None = None
+) -> dict[str, Any]:
     """Write ``metrics.jsonl`` (one flat record per step) and ``summary.json``; return the summary."""
     run_dir.mkdir(parents=True, exist_ok=True)
     records = read_verl_metrics(run_dir / VERL_METRICS_FILE)
@@ -289,6 +309,8 @@ def write_reports(cfg: DictConfig, run_dir: Path, *, started: float, succeeded: 
         "config_digest": config_digest(cfg),
         "profile": cfg.parl.profile,
         "steps": max(steps) if steps else 0,
+        "resumed_from_step": resumed_from,
+        "missing_steps": resume.missing_steps(steps),
         "wall_time_s": round(time.time() - started, 1),
         "metrics": {key: se for key in SUMMARY_METRICS if (se := start_end(records, key)) is not None},
         "heldout": heldout_summary(records),
@@ -312,9 +334,14 @@ def final_model(cfg: DictConfig) -> str | None:
     steps = {p: p.name.removeprefix("global_step_") for p in Path(root).glob("global_step_*")}
     saved = sorted(((int(n), p) for p, n in steps.items() if n.isdigit()), reverse=True)
     for _, step_dir in saved:
-        if (hf := step_dir / "actor" / "huggingface" / "config.json").is_file():
-            return str(hf.parent)
+        hf = step_dir / "actor" / "huggingface"
+        # verl writes config.json there at every save; the weights only with hf_model in save_contents
+        if (hf / "config.json").is_file() and any(next(hf.glob(pattern), None) for pattern in HF_WEIGHTS):
+            return str(hf)
     return None
+
+
+HF_WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
 
 
 def _plots(records: list[dict[str, Any]], out_dir: Path) -> list[str]:
@@ -381,6 +408,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"[verl-parl] run {status}: {summary['steps']} steps in {summary['wall_time_s']} s -> {summary['run_dir']}",
         f"{'metric':<48} {'start':>12} {'end':>12}",
     ]
+    if summary.get("resumed_from_step") is not None:
+        lines.insert(1, f"resumed from the checkpoint of step {summary['resumed_from_step']}")
+    if summary.get("missing_steps"):
+        lines.insert(
+            1, f"steps without a metrics record (killed between checkpoint and log): {summary['missing_steps']}"
+        )
     heldout = summary.get("heldout") or {}
     shown = {se["metric"] for se in heldout.values()}
     rows = [(f"{label} (step {se['start_step']}->{se['end_step']})", se) for label, se in heldout.items()]

@@ -113,6 +113,7 @@ def run(cfg: Any) -> None:
     print(f"[verl-parl] run folder: {run_dir} (full log: {run_dir / console.CONSOLE_LOG})", file=sys.stderr, flush=True)
     failure: failures.Failure | None = None
     where = ""
+    resumed_from = launch.prepare_run_folder(cfg, run_dir)
     try:
         launch.train(cfg, parl, run_dir)
     except BaseException as exc:  # noqa: BLE001 - every way training stops is reported below, then exits non-zero
@@ -121,7 +122,9 @@ def run(cfg: Any) -> None:
             where = f" (traceback in {run_dir / console.CONSOLE_LOG})"
     try:
         with failures.signals_held():  # the reports of the steps so far are written whole
-            summary = launch.write_reports(cfg, run_dir, started=started, succeeded=failure is None)
+            summary = launch.write_reports(
+                cfg, run_dir, started=started, succeeded=failure is None, resumed_from=resumed_from
+            )
         print(launch.format_summary(summary), flush=True)
     except OSError as exc:  # e.g. the disk is full: say so, after why training stopped (if it did)
         reports = failures.describe(exc, run_dir)

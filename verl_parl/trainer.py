@@ -1,20 +1,36 @@
-"""``trainer.v1.trainer_mode=parl_sync``: verl's sync trainer plus verl-parl's per-step metrics.
+"""verl-parl's hooks on every verl v1 trainer mode, chosen with verl's own ``trainer.v1.trainer_mode``.
+
+:class:`ParlHooks` is a mixin over verl's trainer classes; :func:`install` (run when this module is
+imported, which :mod:`verl_parl.verl_plugin` does when verl imports ``verl.trainer.ppo.v1``) puts, under
+each of verl's mode names (``sync``, ``colocate_async``, ``separate_async``), a subclass
+``(ParlHooks, verl's class)`` in verl's trainer registry. Nothing of verl's trainer code is copied: each
+hook calls verl's method and adds to it. The hooks act only in runs whose config has verl-parl's
+``parl:`` section (``python -m verl_parl.main``); a plain verl run without it trains exactly as verl's
+class. ``trainer_mode=parl_sync`` (verl's sync trainer with the hooks, under its own name, acting without
+a ``parl`` section too) is kept for existing configs and plain verl runs; verl treats any name other than
+``sync`` as asynchronous in a few places (its replay buffer, one prompt per dataloader fetch), so
+``python -m verl_parl.main`` uses ``sync``.
 
 Agent loops report episode fields in ``AgentLoopOutput.extra_fields`` (``parl_critical_steps``,
-``parl_num_assigned``, ...). verl stores them in TransferQueue but only reads a few of them back,
-so this thin subclass, registered in verl's trainer registry, adds one thing to the step metrics:
-the batch mean of every numeric ``parl_*`` field, logged as ``parl/<name>/mean``, and the frozen
-group's proof of frozenness (``parl/frozen/weights_changed``, see :func:`frozen_group_metrics`).
-With ``parl.subagent.schedule`` it also switches the frozen group's checkpoint before each step's
-rollout and each validation (:mod:`verl_parl.frozen.schedule`), logged as ``parl/frozen/checkpoint_index``.
-verl's regeneration of failed prompt groups is bounded (:mod:`verl_parl.rollout_guard`): a dead policy
-server stops the run naming it instead of spinning forever.
-Around verl's advantage computation it also logs the staged reward's terms and hands the
-``reinforce_nsc`` estimator its context (:mod:`verl_parl.rewards.verl_hooks`).
+``parl_num_assigned``, ...). verl stores them in TransferQueue but only reads a few of them back, so the
+hooks add to the step metrics: the batch mean of every numeric ``parl_*`` field, logged as
+``parl/<name>/mean``, and the frozen group's proof of frozenness (``parl/frozen/weights_changed``, see
+:func:`frozen_group_metrics`). With ``parl.subagent.schedule`` they also switch the frozen group's
+checkpoint before each step's rollout and each validation (:mod:`verl_parl.frozen.schedule`), logged as
+``parl/frozen/checkpoint_index``. verl's regeneration of failed prompt groups is bounded
+(:mod:`verl_parl.rollout_guard`): a dead policy server stops the run naming it instead of spinning
+forever. Around verl's advantage computation they log the staged reward's terms
+and hand the ``reinforce_nsc`` estimator its context (:mod:`verl_parl.rewards.verl_hooks`). After verl's
+old-log-prob pass they log the rollout-vs-trainer probability gap over the trajectories the current
+policy generated (:mod:`verl_parl.offpolicy`, ``parl/off_policy/*``).
 
 Validation (verl's ``_validate``) logs only ``reward_extra_info`` per data source, so
-:meth:`ParlSyncTrainer._validate` also reads each validation episode's ``extra_fields`` and logs the
+:meth:`ParlHooks._validate` also reads each validation episode's ``extra_fields`` and logs the
 held-out metrics of :func:`heldout_metrics` under ``val-parl/`` (see ``docs/tasks.md``, "Run reports").
+
+In the async modes the step's rollout runs while verl trains: the subagent schedule is applied at the
+start of each step (``on_step_begin``), so an episode that spans a weight sync may have had its subagents
+served by the previous stage's checkpoint for the turns before it.
 """
 
 from __future__ import annotations
@@ -23,7 +39,7 @@ import math
 from typing import Any
 
 from omegaconf import OmegaConf
-from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer, register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_parl.frozen import frozen_group_metrics
@@ -31,8 +47,9 @@ from verl_parl.frozen.schedule import FrozenGroupSchedule
 from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
 from verl_parl.rollout_guard import RefillGuard, named_actors, policy_server_names, refill_limit
 from verl_parl.swarm.config import frozen_schedule
+from verl_parl.trainer_modes import PARL_SYNC, VERL_MODES
 
-TRAINER_MODE = "parl_sync"
+TRAINER_MODE = PARL_SYNC
 FIELD_PREFIX = "parl_"
 
 
@@ -123,28 +140,41 @@ def heldout_metrics(extra_fields: list[Any]) -> dict[str, float]:
     return metrics
 
 
-@register_trainer(TRAINER_MODE)
-class ParlSyncTrainer(PPOTrainerSync):
-    """verl's sync trainer; :meth:`_compute_advantage`, :meth:`_compute_metrics` and :meth:`_validate` are
-    extended, and ``on_step_begin`` / ``on_validate_begin`` apply ``parl.subagent.schedule`` to the frozen group."""
+class ParlHooks:
+    """verl-parl's additions to a verl v1 trainer (a mixin: list it before verl's class). :meth:`_compute_advantage`,
+    :meth:`_compute_old_log_prob`, :meth:`_compute_metrics` and :meth:`_validate` are extended, and
+    ``on_step_begin`` / ``on_validate_begin`` apply ``parl.subagent.schedule`` to the frozen group; each only
+    when the config has a ``parl`` section (:attr:`parl_active`)."""
 
+    config: Any
+    global_steps: int
     _frozen_digests: dict[str, str] | None = None
     _frozen_schedule: FrozenGroupSchedule | None = None
     _frozen_checkpoint_index: int | None = None
     _refills: RefillGuard | None = None
 
+    always_active = False
+    """True for a class chosen by its own name (``parl_sync``): the hooks act without a ``parl`` section."""
+
+    @property
+    def parl_active(self) -> bool:
+        """Whether the hooks act: this run is verl-parl's (its config has the ``parl`` section), or the
+        trainer was chosen by verl-parl's own mode name (a plain verl run with ``trainer_mode=parl_sync``)."""
+        return self.always_active or OmegaConf.select(self.config, "parl", default=None) is not None
+
     def on_init_end(self) -> None:
-        super().on_init_end()  # type: ignore[no-untyped-call]  # verl is untyped
-        self._frozen_schedule = frozen_schedule(self.config)  # validates it: fails before any step runs
-        limit = refill_limit(int(OmegaConf.select(self.config, "data.train_batch_size", default=1) or 1))
-        self._refills = RefillGuard(limit, policy_server_names(named_actors()))
+        super().on_init_end()  # type: ignore[misc]  # verl is untyped
+        if self.parl_active:
+            self._frozen_schedule = frozen_schedule(self.config)  # validates it: fails before any step runs
+            limit = refill_limit(int(OmegaConf.select(self.config, "data.train_batch_size", default=1) or 1))
+            self._refills = RefillGuard(limit, policy_server_names(named_actors()))
 
     def on_validate_begin(self) -> None:
-        super().on_validate_begin()  # type: ignore[no-untyped-call]  # verl is untyped
+        super().on_validate_begin()  # type: ignore[misc]  # verl is untyped
         self._switch_frozen_checkpoint()
 
     def on_step_begin(self) -> None:
-        super().on_step_begin()  # type: ignore[no-untyped-call]  # the sync trainer submits the step's prompts after this
+        super().on_step_begin()  # type: ignore[misc]  # the sync trainer submits the step's prompts after this
         self._switch_frozen_checkpoint()
         if self._refills is not None:
             self._refills.new_step()
@@ -168,8 +198,10 @@ class ParlSyncTrainer(PPOTrainerSync):
         ``extra_fields`` are read right after each ``replay_buffer.sample`` (wrapped for this call only)."""
         import transfer_queue as tq
 
+        if not self.parl_active:
+            return super()._validate()  # type: ignore[misc, no-any-return]
         episodes: list[Any] = []
-        buffer = self.replay_buffer
+        buffer = self.replay_buffer  # type: ignore[attr-defined]
         sample = buffer.sample
 
         def sample_and_read(*args: Any, **kwargs: Any) -> Any:
@@ -181,7 +213,7 @@ class ParlSyncTrainer(PPOTrainerSync):
 
         buffer.sample = sample_and_read
         try:
-            metrics = super()._validate()
+            metrics: dict[str, float] = super()._validate()  # type: ignore[misc]
         finally:
             buffer.sample = sample
         metrics.update(heldout_metrics(episodes))
@@ -197,17 +229,29 @@ class ParlSyncTrainer(PPOTrainerSync):
             append_rewards(run_dir, [getattr(row, "data", row) for row in rows])
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
-        context = before_advantage(self, batch, metrics)
+        context = before_advantage(self, batch, metrics) if self.parl_active else None
         try:
-            result = super()._compute_advantage(batch, metrics)
+            result = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
         finally:
             after_advantage(metrics, context)
+        return result
+
+    def _compute_old_log_prob(self, batch: Any, metrics: dict) -> Any:
+        result = super()._compute_old_log_prob(batch, metrics)  # type: ignore[misc]
+        rollout = self.config.actor_rollout_ref.rollout
+        bypass = OmegaConf.select(self.config, "algorithm.rollout_correction.bypass_mode", default=False)
+        if self.parl_active and rollout.calculate_log_probs and not bypass:
+            from verl_parl.offpolicy import fresh_policy_metrics
+
+            metrics.update(fresh_policy_metrics(batch, int(self.global_steps)))
         return result
 
     def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> Any:
         import transfer_queue as tq
 
-        result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)  # type: ignore[misc]
+        if not self.parl_active:
+            return result
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
         rows = data.pop("extra_fields").tolist()
         metrics.update(parl_field_means(rows))
@@ -218,3 +262,50 @@ class ParlSyncTrainer(PPOTrainerSync):
         if self._frozen_checkpoint_index is not None:
             metrics["parl/frozen/checkpoint_index"] = float(self._frozen_checkpoint_index)
         return result
+
+
+@register_trainer(TRAINER_MODE)
+class ParlSyncTrainer(ParlHooks, PPOTrainerSync):
+    """``trainer.v1.trainer_mode=parl_sync``: verl's sync trainer with :class:`ParlHooks`, acting also without a
+    ``parl`` section (how a plain verl run, ``examples/plain_verl``, gets verl-parl's metrics)."""
+
+    always_active = True
+
+
+def with_hooks(base: type[PPOTrainer]) -> type[PPOTrainer]:
+    """``(ParlHooks, base)``: verl's trainer class ``base`` with verl-parl's hooks (the same class each call)."""
+    if issubclass(base, ParlHooks):
+        return base
+    cached = _WRAPPED.get(base)
+    if cached is None:
+        doc = f"verl's ``{base.__name__}`` with :class:`ParlHooks` (registered under verl's mode name)."
+        cached = type(f"Parl{base.__name__}", (ParlHooks, base), {"__module__": __name__, "__doc__": doc})
+        _WRAPPED[base] = cached
+    return cached
+
+
+_WRAPPED: dict[type, type] = {}
+
+
+def install(registry: dict[str, type[PPOTrainer]] | None = None) -> list[str]:
+    """Put :func:`with_hooks` of each of verl's mode classes under its own name in verl's trainer registry
+    (verl's ``register_trainer`` refuses to re-register a name, so the registry dict is written directly;
+    ``tests/unit/test_cpu_backend_guards.py`` fails if verl changes it). Returns the modes extended."""
+    registry = TRAINER_REGISTRY if registry is None else registry
+    done = []
+    for mode in VERL_MODES:
+        base = registry.get(mode)
+        if base is not None:
+            registry[mode] = with_hooks(base)
+            done.append(mode)
+    return done
+
+
+def known_modes() -> list[str]:
+    """Every ``trainer.v1.trainer_mode`` the registry knows (verl's, ours, and any a plugin registered)."""
+    return sorted(TRAINER_REGISTRY)
+
+
+# verl_parl.verl_plugin imports this module once verl imports verl.trainer.ppo.v1 (whose registry then holds
+# verl's three modes); when this module is imported first, that hook finds it half-initialised, hence here.
+install()

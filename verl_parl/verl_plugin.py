@@ -39,8 +39,9 @@ TRAINER_MODULE = "verl.trainer.ppo.v1"
 
 
 def _register_trainer(_module: Any) -> None:
-    """``trainer.v1.trainer_mode=parl_sync`` (importing the module registers it)."""
-    import verl_parl.trainer  # noqa: F401
+    """verl-parl's hooks on verl's trainer modes (``sync``, ``colocate_async``, ``separate_async``) and
+    ``trainer.v1.trainer_mode=parl_sync`` (importing the module registers it)."""
+    import verl_parl.trainer  # noqa: F401 - its last line runs verl_parl.trainer.install()
 
 
 def _load() -> None:

@@ -230,3 +230,47 @@ def test_an_overflowing_tool_result_is_cut_at_the_response_budget(trainer_config
     generated = server.outputs[0][:48]
     assert output.response_ids[: len(generated)] == generated
     assert output.extra_fields["parl_context_exceeded"] == 1.0
+
+
+class VersionedServer(ScriptedServer):
+    """A server whose weights move on during the episode: the i-th generation reports versions
+    ``versions[i]`` (min, max) as verl's ``FullyAsyncLLMServerClient`` does across a weight sync."""
+
+    def __init__(self, tokenizer: Any, script: list[str], versions: list[tuple[int, int]]) -> None:
+        super().__init__(tokenizer, script)
+        self.versions = versions
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict, request_id: str) -> TokenOutput:
+        low, high = self.versions[len(self.requests)]
+        output = await super().generate(prompt_ids, sampling_params, request_id)
+        output.extra_fields.update(global_steps=high, min_global_steps=low, max_global_steps=high)
+        return output
+
+
+def test_each_segment_reports_the_policy_versions_of_its_own_turns(
+    trainer_config: DictConfig, model_path: Path
+) -> None:
+    """verl's off-policy metrics read min/max_global_steps per output: the oldest version of a segment's
+    first turn and the newest of its last (verl's tool_agent_loop keeps the first min, updates max)."""
+    from verl.utils import hf_tokenizer
+
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+
+    script = [call("calculator", expression=f"{i} * 7") for i in range(1, 5)] + ["The answer is 5."]
+    cfg = configured(trainer_config, policy="hide_tool_result", trigger_tokens=1)  # 2 turns, then 1 per segment
+    versions = [(1, 2), (2, 2), (3, 3), (3, 4), (5, 5)]
+    server = VersionedServer(hf_tokenizer(str(model_path)), script, versions=versions)
+
+    async def episode() -> Any:
+        return await make_loop(ResearcherAgentLoop, cfg, server, model_path).run(
+            {"temperature": 1.0, "logprobs": True}, raw_prompt=list(TASK)
+        )
+
+    outputs = asyncio.run(episode())
+    assert [o.num_turns // 2 for o in outputs] == [2, 1, 1, 1]
+    assert [(o.extra_fields["min_global_steps"], o.extra_fields["max_global_steps"]) for o in outputs] == [
+        (1, 2),  # turns generated with versions 1-2 and 2
+        (3, 3),
+        (3, 4),
+        (5, 5),
+    ]

@@ -123,3 +123,34 @@ def test_standalone_frozen_server_as_named_ray_actor(model_path: Path) -> None:
         assert ray.get(actor.weights_digest.remote()) == digest
     finally:
         ray.shutdown()
+
+
+def test_requests_wait_behind_an_abort_until_generation_resumes(model_path: Path) -> None:
+    """verl's partial-rollout contract: after abort_all_requests new requests are held (or refused with
+    reject_request) until resume_generation, so the weight sync in between is the only version they see."""
+
+    async def scenario() -> None:
+        server = make_server(model_path)
+        try:
+            await server.set_global_steps(1)
+            await server.abort_all_requests()
+            held = asyncio.ensure_future(
+                server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="held")
+            )
+            await asyncio.sleep(0.3)
+            assert not held.done()  # parked while the trainer updates the weights
+            torch.manual_seed(0)
+            await server.update_weights([(n, torch.randn_like(t)) for n, t in server.model.state_dict().items()], 2)
+            await server.resume_generation()
+            out = await asyncio.wait_for(held, timeout=30)
+            assert out.stop_reason == "completed" and out.extra_fields["global_steps"] == 2
+            await server.abort_all_requests(reject_request=True)
+            with pytest.raises(RuntimeError, match="generation is paused"):
+                await server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="refused")
+            await server.resume_generation()
+            out = await server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="after")
+            assert out.extra_fields["global_steps"] == 2
+        finally:
+            await server.shutdown()
+
+    asyncio.run(scenario())

@@ -99,12 +99,32 @@ def test_override_must_keep_the_type_of_the_default() -> None:
     ]
 
 
-def test_staged_rewards_need_the_parl_sync_trainer() -> None:
-    from verl_parl.rewards.checks import trainer_mode_errors as check_trainer_mode
+def test_every_trainer_mode_error_names_its_key() -> None:
+    from verl_parl.trainer_modes import trainer_mode_errors
 
-    cfg = OmegaConf.create(
-        {"trainer": {"v1": {"trainer_mode": "sync"}}, "algorithm": {"adv_estimator": "reinforce_nsc"}}
+    def errors(mode: str, **extra: object) -> list[str]:
+        cfg = OmegaConf.create({"parl": {"profile": "cpu"}, "trainer": {"v1": {"trainer_mode": mode}}})
+        for key, value in extra.items():
+            OmegaConf.update(cfg, key.replace("__", "."), value, force_add=True)
+        return trainer_mode_errors(cfg)
+
+    for mode in ("sync", "colocate_async", "parl_sync"):  # the staged rewards run on each (verl_parl.trainer)
+        assert errors(mode) == []
+    assert errors("colocate_asnyc") == [
+        "trainer.v1.trainer_mode: 'colocate_asnyc' is not one of ['sync', 'colocate_async', 'separate_async', "
+        "'parl_sync'] (did you mean 'colocate_async'?)"
+    ]
+    assert errors("colocate_async", trainer__v1__sampler__max_off_policy_strategy="keep") == [
+        "trainer.v1.sampler.max_off_policy_strategy: 'keep' is not one of ['drop', 'wait']"
+    ]
+    assert errors("colocate_async", trainer__v1__sampler__max_off_policy_threshold=0)[0].startswith(
+        "trainer.v1.sampler.max_off_policy_threshold: must be null or an int >= 1"
     )
-    assert "trainer.v1.trainer_mode: 'sync' cannot run" in check_trainer_mode(cfg)[0]
-    cfg.trainer.v1.trainer_mode = "parl_sync"
-    assert check_trainer_mode(cfg) == []
+    separate = errors("separate_async", data__train_batch_size=4, actor_rollout_ref__actor__ppo_mini_batch_size=2)
+    assert [e.split(":")[0] for e in separate] == [
+        "trainer.v1.trainer_mode",  # no GPUs on the CPU profile
+        "actor_rollout_ref.rollout.nnodes",
+        "actor_rollout_ref.rollout.n_gpus_per_node",
+        "actor_rollout_ref.rollout.checkpoint_engine.backend",
+        "data.train_batch_size",  # parameter_sync_step (1 unless set) * ppo_mini_batch_size
+    ]

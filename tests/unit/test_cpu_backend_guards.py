@@ -111,11 +111,23 @@ def test_agent_loop_registry_is_a_dict_and_holds_parl_swarm() -> None:
     }
 
 
-def test_trainer_methods_the_parl_sync_trainer_extends_keep_their_signatures() -> None:
+def test_trainer_methods_the_parl_hooks_extend_keep_their_signatures() -> None:
     from verl.trainer.ppo.v1 import get_trainer_cls
-    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer
+
+    from verl_parl.trainer import ParlHooks
+    from verl_parl.trainer_modes import MODES, VERL_MODES
 
     assert list(inspect.signature(PPOTrainer._compute_advantage).parameters) == ["self", "batch", "metrics"]
+    assert list(inspect.signature(PPOTrainer._compute_old_log_prob).parameters) == ["self", "batch", "metrics"]
+    assert list(inspect.signature(PPOTrainer._validate).parameters) == ["self"]
+    # verl's registry is a plain dict that verl_parl.trainer.install writes; verl's modes carry the hooks
+    assert isinstance(TRAINER_REGISTRY, dict) and set(MODES) <= set(TRAINER_REGISTRY)
+    for mode in VERL_MODES:
+        cls = get_trainer_cls(mode)
+        assert issubclass(cls, ParlHooks) and cls.__mro__[2].__module__.startswith("verl.trainer.ppo.v1.trainer_")
+    for hook in ("on_init_end", "on_step_begin", "on_validate_begin"):  # called by verl's fit
+        assert hook in vars(PPOTrainer)
     assert list(inspect.signature(PPOTrainer._compute_metrics).parameters) == [
         "self",
         "batch",

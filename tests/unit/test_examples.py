@@ -41,8 +41,14 @@ def test_the_plugin_distribution_passes_its_own_tests(tmp_path: Path) -> None:
 GPU_RECIPES = sorted(path.stem for path in (REPO / "examples" / "gpu" / "recipe").glob("*.yaml"))
 
 
-def test_there_are_four_gpu_recipes() -> None:
-    assert GPU_RECIPES == ["dedicated_frozen_group", "kimi_researcher", "qwen3_sglang_swarm", "qwen3_vllm_swarm"]
+def test_there_are_five_gpu_recipes() -> None:
+    assert GPU_RECIPES == [
+        "dedicated_frozen_group",
+        "kimi_researcher",
+        "qwen3_sglang_swarm",
+        "qwen3_vllm_separate_async",
+        "qwen3_vllm_swarm",
+    ]
 
 
 @pytest.mark.parametrize("recipe", GPU_RECIPES)

@@ -75,9 +75,11 @@ def test_the_summary_names_the_last_saved_hugging_face_policy(tmp_path: Path) ->
     cfg = OmegaConf.create({"parl": {"profile": "cpu"}, "trainer": {"default_local_dir": str(checkpoints)}})
     assert write_reports(cfg, tmp_path, started=0.0, succeeded=True)["final_model"] is None  # nothing saved
     for step, hf in ((5, True), (10, True), (20, False)):  # step 20 saved no hf_model (e.g. only the optimiser)
-        folder = checkpoints / f"global_step_{step}" / "actor" / ("huggingface" if hf else "optim")
+        folder = checkpoints / f"global_step_{step}" / "actor" / "huggingface"
         folder.mkdir(parents=True)
-        (folder / "config.json").write_text("{}")
+        (folder / "config.json").write_text("{}")  # verl writes the config at every save...
+        if hf:
+            (folder / "model.safetensors").write_bytes(b"")  # ...and the weights only with hf_model
     (checkpoints / "global_step_x").mkdir()  # not a step folder
     summary = write_reports(cfg, tmp_path, started=0.0, succeeded=True)
     expected = str(checkpoints / "global_step_10" / "actor" / "huggingface")

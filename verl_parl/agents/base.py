@@ -34,6 +34,36 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
 from verl_parl.context.settings import ContextSettings
 
+VERSION_FIELDS = ("min_global_steps", "max_global_steps")
+
+
+@dataclass
+class PolicyVersions:
+    """The policy versions (verl's ``global_steps`` of the weights) that generated a segment's tokens.
+
+    verl's v1 trainer reads ``min_global_steps`` / ``max_global_steps`` of every output's ``extra_fields``
+    (its ``training/off_policy/*`` metrics and the replay buffer's staleness rule). Each generate call
+    reports the range of its own tokens (several versions when a weight sync interrupted it, verl's
+    ``FullyAsyncLLMServerClient``); a segment spans the oldest ``min`` to the newest ``max`` of its
+    turns, as verl's ``tool_agent_loop`` keeps the first turn's ``min_global_steps`` and the last ``max``."""
+
+    min: int | None = None
+    max: int | None = None
+
+    def add(self, extra_fields: dict[str, Any]) -> None:
+        low = extra_fields.get("min_global_steps", extra_fields.get("global_steps"))
+        high = extra_fields.get("max_global_steps", extra_fields.get("global_steps"))
+        if isinstance(low, int):
+            self.min = low if self.min is None else min(self.min, low)
+        if isinstance(high, int):
+            self.max = high if self.max is None else max(self.max, high)
+
+    def fields(self) -> dict[str, int]:
+        """``{"min_global_steps", "max_global_steps"}`` (only what is known)."""
+        return {
+            key: value for key, value in zip(VERSION_FIELDS, (self.min, self.max), strict=True) if value is not None
+        }
+
 
 @dataclass
 class Segment:
@@ -44,6 +74,7 @@ class Segment:
     response_mask: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
     turns: int = 0
+    versions: PolicyVersions = field(default_factory=PolicyVersions)
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -133,6 +164,7 @@ class SegmentedAgentLoop(AgentLoopBase):
             request_id=state.request_id, prompt_ids=list(segment.ids), sampling_params=params
         )
         state.extra_fields.update(output.extra_fields)
+        segment.versions.add(output.extra_fields)
         keep_logprobs = bool(segment.response_logprobs or output.log_probs)
         merged, segment.response_mask, logprobs = await self.ct_merge_assistant_token(
             segment.ids,
@@ -201,6 +233,8 @@ class SegmentedAgentLoop(AgentLoopBase):
         for i, segment in enumerate(segments):
             last = i == len(segments) - 1
             extra = dict(state.extra_fields)
+            if versions := segment.versions.fields():  # the last turn's values -> this segment's own range
+                extra = {k: v for k, v in extra.items() if k not in VERSION_FIELDS} | versions
             extra.update(
                 segment_index=i,
                 segment_first_turn=state.first_turns[i] if i < len(state.first_turns) else 0,

@@ -11,7 +11,7 @@ what is not published, so the schedule is configuration **[ours]**::
 
 Entry ``k`` is served from the first training step ``>= from_step[k]`` until the next entry starts.
 The served checkpoint is a pure function of the global step (:func:`checkpoint_index`), so a resumed
-run serves what the uninterrupted run would have. The ``parl_sync`` trainer applies it before each
+run serves what the uninterrupted run would have. verl-parl's trainer hooks apply it before each
 step's rollout and before each validation (:class:`FrozenGroupSchedule`); servers switch with
 ``load_checkpoint`` (never a weight update, which frozen servers refuse). Tokenizer compatibility with
 the orchestrator is the user's job; the vocabulary sizes are checked here and must match.

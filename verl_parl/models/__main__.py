@@ -65,7 +65,9 @@ def _add_pretrain(commands: Any) -> None:
         help=f"only the 2-layer first stage ({PretrainSpec().steps} steps from random weights) that the reader "
         f"grows from (default: the {READER_PRETRAIN.base.num_layers}-layer reader)",
     )
-    pre.add_argument("--steps", type=int, default=None, help="optimizer steps of the stage built (default: its recipe's)")
+    pre.add_argument(
+        "--steps", type=int, default=None, help="optimizer steps of the stage built (default: its recipe's)"
+    )
     pre.add_argument("--seed", type=int, default=None, help=f"default: {READER_PRETRAIN.seed}")
 
 

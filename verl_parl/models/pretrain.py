@@ -388,10 +388,10 @@ def build_pretrained_model(
     """Return ``<cache_dir>/pretrained-<digest>/``, pretraining it first unless a complete build is there.
 
     A checkpoint shipped for the same recipe (:func:`shipped_folder`; same digest, weights matching
-    their recorded sha256) is copied instead of trained unless ``use_shipped`` is False. A grown recipe
-    first builds (or copies: ``use_shipped`` is for this stage only) its ``grow_from`` checkpoint, otherwise the base tiny model is built (or
-    found), in the same cache folder; the result is published by renaming a finished temporary folder,
-    its marker (written last) holding the gates and timings.
+    their recorded sha256) is copied instead of trained unless ``use_shipped`` is False (which applies to
+    this stage only). A grown recipe first builds (or copies) its ``grow_from`` checkpoint, any other the
+    base tiny model, in the same cache folder; the result is published by renaming a finished temporary
+    folder, its marker (written last) holding the gates and timings.
     """
     spec = spec or PretrainSpec()
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()

@@ -6,7 +6,7 @@ heavy: each registration runs when verl itself imports the module concerned.
 * ``parl`` → verl's reward-loop registry (``verl.experimental.reward_loop.reward_manager``);
 * ``reinforce_nsc`` → verl's advantage-estimator registry and ``parl_token_mask`` (K2.5's token-masked
   loss, :mod:`verl_parl.algos.token_mask`) → its policy-loss registry (``verl.trainer.ppo.core_algos``);
-* the ``parl_sync`` trainer (:mod:`verl_parl.trainer`) calls :func:`before_advantage` and
+* verl-parl's trainer hooks (:mod:`verl_parl.trainer`, every trainer mode) call :func:`before_advantage` and
   :func:`after_advantage` around verl's advantage computation (verl has no metrics hook for reward
   managers or estimators): the episodes' ``reward_extra_info`` is read back from TransferQueue and
   logged as ``parl/reward/*``, ``parl/lambda/*`` and ``parl/spurious_fraction/mean``, the estimator

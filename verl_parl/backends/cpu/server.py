@@ -108,6 +108,9 @@ class HFInferenceServer:
         self.default_max_tokens = default_max_tokens
         self.frozen = frozen
         self.global_steps: int | None = None
+        self._open = asyncio.Event()  # generation gate: closed by abort_all_requests, opened by resume_generation
+        self._open.set()
+        self._reject = False
         self.model = load_model(model_path)
         self.engine = BatchedGenerator(
             self.model,
@@ -127,6 +130,10 @@ class HFInferenceServer:
     ) -> TokenOutput:
         if image_data is not None or video_data is not None:
             raise ValueError("the hf rollout backend serves text-only models")
+        if not self._open.is_set():  # between an abort and the next resume_generation (a weight sync)
+            if self._reject:
+                raise RuntimeError("generation is paused: abort_all_requests(reject_request=True) refuses new requests")
+            await self._open.wait()
         params = dict(sampling_params)
         room = self.max_model_len - len(prompt_ids)
         if room < 1:
@@ -187,8 +194,21 @@ class HFInferenceServer:
         return self.model_path
 
     async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
+        """verl's partial-rollout contract (as vLLM's and SGLang's servers): close the generation gate, then
+        finish every waiting and running request with ``stop_reason="aborted"`` and the tokens (and log-probs)
+        generated so far. Requests arriving while the gate is closed wait for :meth:`resume_generation`
+        (``reject_request=True``: they fail instead), so no token is generated across a weight update and
+        each response's ``global_steps`` is the version that generated all of its tokens; verl's
+        ``FullyAsyncLLMServerClient`` resubmits an aborted request with its partial tokens appended."""
+        self._reject = reject_request
+        self._open.clear()
         await self.engine.abort_all()
         return {"aborted_count": 0, "request_ids": []}
+
+    async def resume_generation(self) -> None:
+        """Open the generation gate that :meth:`abort_all_requests` closed."""
+        self._reject = False
+        self._open.set()
 
     async def weights_digest(self) -> str:
         """SHA-256 over all parameters, for checking that a frozen server never changed."""
@@ -213,7 +233,6 @@ class HFInferenceServer:
     async def clear_kv_cache(self) -> None: ...
     async def release_kv_cache(self) -> None: ...
     async def resume_kv_cache(self) -> None: ...
-    async def resume_generation(self) -> None: ...
     async def start_profile(self, **_: Any) -> None: ...
     async def stop_profile(self) -> None: ...
 

@@ -1,0 +1,68 @@
+"""GPU: ``parl_swarm`` under verl's ``separate_async`` trainer mode with verl-parl's hooks (3 steps).
+
+NEVER RUN ON A GPU BY US OR BY CI (written on a CPU-only machine): marked ``gpu`` and skipped without
+2 CUDA devices and vLLM. One GPU trains (its colocated vLLM serves too), one serves a standalone vLLM
+rollout replica; weights move over NCCL. Run: ``python -m pytest tests/gpu -q -m gpu``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vllm"),
+]
+
+
+def _cuda_devices() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(_cuda_devices() < 2, reason="needs 2 NVIDIA GPUs")
+def test_parl_swarm_under_separate_async(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "verl_parl.main",
+        "profile=gpu",
+        "embedded=arithmetic",  # the offline tiny model: nothing downloaded
+        f"parl.output_dir={run_dir}",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+        "trainer.n_gpus_per_node=1",
+        "trainer.v1.trainer_mode=separate_async",
+        "trainer.v1.separate_async.parameter_sync_step=2",
+        "data.train_batch_size=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.rollout.nnodes=1",
+        "actor_rollout_ref.rollout.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
+        "trainer.total_training_steps=3",
+        "trainer.test_freq=3",
+        "reward.reward_manager.name=parl",
+    ]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=1800, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if "training/global_step" in r]
+    assert [r["training/global_step"] for r in train] == [1, 2, 3]
+    for record in train:
+        assert "training/off_policy/trajectory_staleness/mean" in record
+        assert record["parl/critical_steps/mean"] >= 1 and "parl/reward/r_perf" in record
+        if record["parl/off_policy/fresh_fraction"] > 0:
+            assert record["parl/off_policy/fresh_probs_diff_max"] < 1e-2  # bf16 vLLM vs FSDP: looser than CPU
+    assert any("val-parl/episodes" in r for r in records)
