@@ -6,7 +6,6 @@ reaches the group's server, and a reply without a verdict (or a failing server) 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -28,17 +27,6 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> str:
         vocab_size=512, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64
     )
     return str(build_tiny_model(spec, cache_dir=tmp_path_factory.mktemp("models"), progress=False))
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,17 +25,6 @@ def small_spec(seed: int) -> TinyModelSpec:
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     cache = tmp_path_factory.mktemp("models")
     return tuple(str(build_tiny_model(small_spec(seed), cache_dir=cache, progress=False)) for seed in (0, 1))  # type: ignore[return-value]
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def digests(instances: int) -> list[str]:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -48,15 +47,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server() -> Iterator[ThreadingHTTPServer]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+def server(http_server: Callable[[type[BaseHTTPRequestHandler]], ThreadingHTTPServer]) -> ThreadingHTTPServer:
+    return http_server(Handler)
 
 
 @pytest.fixture(scope="module")

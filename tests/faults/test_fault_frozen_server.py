@@ -37,17 +37,6 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(build_tiny_model(spec, cache_dir=tmp_path_factory.mktemp("models"), progress=False))
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
 @pytest.fixture
 def group(model_path: str, ray_cluster: None, request: pytest.FixtureRequest) -> Iterator[SubagentServing]:
     """The dedicated group (one server) with ``max_restarts`` from the test's parameter; removed afterwards."""

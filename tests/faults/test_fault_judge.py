@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -54,15 +53,8 @@ class Judge(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def judge_server() -> Iterator[ThreadingHTTPServer]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Judge)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+def judge_server(http_server: Callable[[type[BaseHTTPRequestHandler]], ThreadingHTTPServer]) -> ThreadingHTTPServer:
+    return http_server(Judge)
 
 
 @pytest.fixture(scope="module")
