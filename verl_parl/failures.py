@@ -76,7 +76,18 @@ def describe(exc: BaseException, run_dir: Path) -> Failure:
         if type(cause).__name__ in ("ActorDiedError", "ActorUnavailableError", "WorkerCrashedError"):
             return Failure(f"a Ray worker died: {_worker(cause)}{first_line(cause)}", 1)
     root = chain[-1]
-    return Failure(f"training failed: {type(root).__name__}: {first_line(root)}", 1)
+    # a writer can hide the OSError of a full disk (torch.save: "unexpected pos 128 vs 0")
+    why = f"the disk of the run folder {run_dir} is full ({free_space(run_dir)} free)" if _nearly_full(run_dir) else ""
+    return Failure(f"{why or 'training failed'}: {type(root).__name__}: {first_line(root)}", 1)
+
+
+def _nearly_full(path: Path) -> bool:
+    """Less than 1 MiB left on ``path``'s filesystem (False when it cannot be read)."""
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < 1 << 20
 
 
 def disk_full_message(exc: OSError, run_dir: Path) -> str:

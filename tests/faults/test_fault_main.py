@@ -128,8 +128,10 @@ def _oldest(processes: list[psutil.Process], title: str) -> psutil.Process:
         # verl's FSDP actor (one rank on the CPU profile): the trainer's next call to it fails
         ("ray::WorkerDict", "a Ray worker died: WorkerDict (pid {pid}): The actor died"),
         # the policy's rollout server (started before the frozen subagent server, which is an
-        # HFInferenceServer too): every episode fails, which verl alone would regenerate forever
-        ("ray::HFInferenceServer", "training failed: RolloutFailedError: the policy's rollout server hf_server_0 died"),
+        # HFInferenceServer too): under trainer_mode=sync its death reaches the trainer as the actor's
+        # (under parl_sync every episode failed, which verl alone would regenerate forever: the
+        # rollout guard's RolloutFailedError, unit-tested)
+        ("ray::HFInferenceServer", "a Ray worker died: HFInferenceServer (pid {pid}): The actor died"),
     ],
     ids=["fsdp-worker", "rollout-server"],
 )

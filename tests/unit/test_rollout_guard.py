@@ -34,10 +34,14 @@ def test_refills_past_the_limit_stop_the_run_and_each_step_starts_afresh() -> No
         guard.check(1, step=2)
 
 
-def test_verl_refills_through_the_trainer_method_the_parl_sync_trainer_overrides() -> None:
+def test_verl_refills_through_the_trainer_method_the_hooks_override_in_every_mode() -> None:
     from verl.trainer.ppo.v1 import trainer_base
 
-    from verl_parl.trainer import ParlSyncTrainer
+    from verl_parl.trainer import TRAINER_REGISTRY, ParlHooks
+    from verl_parl.trainer_modes import PARL_SYNC, VERL_MODES
 
     assert "refill_fn=self._add_prompts_to_generate" in inspect.getsource(trainer_base)
-    assert "_add_prompts_to_generate" in ParlSyncTrainer.__dict__
+    assert "_add_prompts_to_generate" in ParlHooks.__dict__
+    for mode in (*VERL_MODES, PARL_SYNC):
+        cls = TRAINER_REGISTRY[mode]
+        assert cls._add_prompts_to_generate is ParlHooks._add_prompts_to_generate, mode
