@@ -101,3 +101,20 @@ def test_a_failed_write_keeps_the_previous_metrics(tmp_path: Path) -> None:
     with pytest.raises(OSError) as raised:
         write_atomic(tmp_path / "metrics.jsonl", "x")
     assert raised.value.filename == str(tmp_path / "metrics.jsonl")
+
+
+def test_an_error_on_a_full_disk_is_named_as_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.save on a full disk raises a RuntimeError, not an OSError: the free space names the cause."""
+    from verl_parl import failures
+
+    error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 128 vs 0")
+    assert describe(error, tmp_path).message.startswith("training failed: RuntimeError: ")  # a disk with room
+
+    class Full:
+        f_bavail = 0
+        f_frsize = 4096
+
+    monkeypatch.setattr(failures.os, "statvfs", lambda path: Full)
+    failure = describe(error, tmp_path)
+    assert failure.message == f"the disk of the run folder {tmp_path} is full (0 bytes free): RuntimeError: {error}"
+    assert failure.exit_code == 1
