@@ -76,9 +76,12 @@ def describe(exc: BaseException, run_dir: Path) -> Failure:
         if type(cause).__name__ in ("ActorDiedError", "ActorUnavailableError", "WorkerCrashedError"):
             return Failure(f"a Ray worker died: {_worker(cause)}{first_line(cause)}", 1)
     root = chain[-1]
-    # a writer can hide the OSError of a full disk (torch.save: "unexpected pos 128 vs 0")
-    why = f"the disk of the run folder {run_dir} is full ({free_space(run_dir)} free)" if _nearly_full(run_dir) else ""
-    return Failure(f"{why or 'training failed'}: {type(root).__name__}: {first_line(root)}", 1)
+    error = f"{type(root).__name__}: {first_line(root)}"
+    # a writer can hide a full disk's OSError (torch.save: "unexpected pos 128 vs 0")
+    full = f"the disk of the run folder {run_dir} is full ({free_space(run_dir)} free)"
+    return Failure(
+        f"{full}: {os.strerror(errno.ENOSPC)} ({error})" if _nearly_full(run_dir) else f"training failed: {error}", 1
+    )
 
 
 def _nearly_full(path: Path) -> bool:

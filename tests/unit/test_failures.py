@@ -116,5 +116,8 @@ def test_an_error_on_a_full_disk_is_named_as_one(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(failures.os, "statvfs", lambda path: Full)
     failure = describe(error, tmp_path)
-    assert failure.message == f"the disk of the run folder {tmp_path} is full (0 bytes free): RuntimeError: {error}"
+    expected = (
+        f"the disk of the run folder {tmp_path} is full (0 bytes free): No space left on device (RuntimeError: {error})"
+    )
+    assert failure.message == expected
     assert failure.exit_code == 1
