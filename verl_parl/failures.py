@@ -86,11 +86,8 @@ def describe(exc: BaseException, run_dir: Path) -> Failure:
 
 def _nearly_full(path: Path) -> bool:
     """Less than 1 MiB left on ``path``'s filesystem (False when it cannot be read)."""
-    try:
-        stat = os.statvfs(path)
-    except OSError:
-        return False
-    return stat.f_bavail * stat.f_frsize < 1 << 20
+    free = _free_bytes(path)
+    return free is not None and free < 1 << 20
 
 
 def disk_full_message(exc: OSError, run_dir: Path) -> str:
@@ -102,12 +99,18 @@ def disk_full_message(exc: OSError, run_dir: Path) -> str:
 
 def free_space(path: Path) -> str:
     """Free bytes on ``path``'s filesystem, for a message (``?`` when it cannot be read)."""
+    free = _free_bytes(path)
+    if free is None:
+        return "?"
+    return f"{free} bytes" if free < 1 << 20 else f"{free / (1 << 20):.1f} MiB"
+
+
+def _free_bytes(path: Path) -> int | None:
     try:
         stat = os.statvfs(path)
     except OSError:
-        return "?"
-    free = stat.f_bavail * stat.f_frsize
-    return f"{free} bytes" if free < 1 << 20 else f"{free / (1 << 20):.1f} MiB"
+        return None
+    return stat.f_bavail * stat.f_frsize
 
 
 def _worker(exc: BaseException) -> str:
