@@ -29,6 +29,13 @@ from pathlib import Path
 from typing import Any
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+ACTOR_DIED = ("ActorDiedError", "ActorUnavailableError", "WorkerCrashedError")  # Ray's, by name
+
+
+class WorkerDiedError(RuntimeError):
+    """The run failed after a Ray actor's process died (:func:`crashed_workers`); raised from the run's own
+    error, whatever that was (a dead policy server can surface as verl's "no materializable trajectories"
+    before any call to the actor itself fails)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,9 @@ def describe(exc: BaseException, run_dir: Path) -> Failure:
         if isinstance(cause, OSError) and cause.errno in DISK_FULL:
             return Failure(disk_full_message(cause, run_dir), 1)
     for cause in chain:
-        if type(cause).__name__ in ("ActorDiedError", "ActorUnavailableError", "WorkerCrashedError"):
+        if isinstance(cause, WorkerDiedError):
+            return Failure(f"a Ray worker died: {first_line(cause)}", 1)
+        if type(cause).__name__ in ACTOR_DIED:
             return Failure(f"a Ray worker died: {_worker(cause)}{first_line(cause)}", 1)
     root = chain[-1]
     error = f"{type(root).__name__}: {first_line(root)}"
@@ -124,6 +133,35 @@ def _worker(exc: BaseException) -> str:
     if not name:
         return ""
     return f"{name}" + (f" (pid {fields['pid']})" if "pid" in fields else "") + ": "
+
+
+def name_crashed_worker(exc: Exception, crashed: list[str]) -> Exception:
+    """``exc`` itself when it already names a dead actor or nothing crashed; else a :class:`WorkerDiedError`
+    naming the first of ``crashed`` (:func:`crashed_workers`) and ``exc`` (to raise ``from exc``)."""
+    if not crashed or any(type(c).__name__ in ACTOR_DIED or isinstance(c, WorkerDiedError) for c in causes(exc)):
+        return exc
+    root = list(causes(exc))[-1]
+    return WorkerDiedError(f"{crashed[0]}: The actor died, then the run failed ({type(root).__name__}: {first_line(root)})")
+
+
+def crashed_workers() -> list[str]:
+    """``<class> (pid <n>)`` of each actor of the connected Ray cluster whose process died (not one ended by
+    ``ray.kill`` or going out of scope), first died first; [] when Ray cannot say. Read from the GCS, which
+    needs no dashboard (the run's cluster has none)."""
+    try:
+        from ray._private import state
+
+        actors = state.actors().values()
+    except Exception:  # noqa: BLE001 - a private API: naming the worker is a courtesy, the run's error stands
+        return []
+    dead = []
+    for info in actors:
+        cause = info.get("DeathCause")
+        if info.get("State") != "DEAD" or cause is None or "reason: WORKER_DIED" not in str(cause):
+            continue
+        name = str(info.get("ActorClassName") or "?").rsplit(".", 1)[-1]  # qualified: "<locals>.WorkerDict"
+        dead.append((info.get("EndTime") or 0, f"{name} (pid {info.get('Pid', '?')})"))
+    return [name for _, name in sorted(dead)]
 
 
 def log_traceback(exc: BaseException, log_path: Path) -> bool:

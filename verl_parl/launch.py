@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_parl import console, resume
+from verl_parl import console, failures, resume
 from verl_parl.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
 from verl_parl.failures import exit_on_sigterm, signals_held
 
@@ -189,6 +189,11 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
             try:
                 run_ppo(cfg, task_runner_class=TaskRunnerV1)
+            except Exception as exc:  # a crashed worker is the cause to name, however its loss surfaced
+                named = failures.name_crashed_worker(exc, failures.crashed_workers())
+                if named is exc:
+                    raise
+                raise named from exc
             finally:
                 with signals_held():  # a second Ctrl-C must not leave Ray's processes behind
                     ray.shutdown()

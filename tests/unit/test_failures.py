@@ -7,11 +7,13 @@ import errno
 import io
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from verl_parl.failures import describe, log_traceback
+from verl_parl.failures import crashed_workers, describe, log_traceback, name_crashed_worker
 from verl_parl.launch import VERL_METRICS_FILE, MetricsMirror, read_verl_metrics, write_atomic
 
 # what Ray's ActorDiedError said when the test killed the FSDP worker (first lines)
@@ -63,6 +65,39 @@ def test_a_dead_worker_is_named_with_its_pid(tmp_path: Path) -> None:
     assert failure.message == (
         "a Ray worker died: WorkerDict (pid 16861): The actor died unexpectedly before finishing this task."
     )
+
+
+def test_a_crashed_worker_is_named_whatever_error_the_run_then_raised(tmp_path: Path) -> None:
+    # the policy server killed mid-step: verl's replay buffer fails before any call to the actor does
+    run_error = RayTaskError(RuntimeError("Sync replay buffer selected terminal groups with no trajectories.\nmore"))
+    named = name_crashed_worker(run_error, ["HFInferenceServer (pid 27135)", "WorkerDict (pid 7)"])
+    assert describe(named, tmp_path).message == (
+        "a Ray worker died: HFInferenceServer (pid 27135): The actor died, then the run failed "
+        "(RuntimeError: Sync replay buffer selected terminal groups with no trajectories.)"
+    )
+    assert name_crashed_worker(run_error, []) is run_error  # nothing crashed: the run's own error stands
+    actor_error = RayTaskError(ActorDiedError(ACTOR_DIED))  # already names its worker, with Ray's words
+    assert name_crashed_worker(actor_error, ["HFInferenceServer (pid 1)"]) is actor_error
+
+
+def test_crashed_workers_lists_killed_processes_not_ray_kill(ray_cluster: None) -> None:
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Victim:
+        def pid(self) -> int:
+            return os.getpid()
+
+    crashed, ended = Victim.remote(), Victim.remote()
+    pid = ray.get(crashed.pid.remote())
+    ray.get(ended.pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    ray.kill(ended)
+    deadline = time.monotonic() + 60
+    while f"Victim (pid {pid})" not in crashed_workers():
+        assert time.monotonic() < deadline, crashed_workers()
+        time.sleep(0.2)
+    assert crashed_workers() == [f"Victim (pid {pid})"]
 
 
 def test_anything_else_is_named_by_its_innermost_error(tmp_path: Path) -> None:
