@@ -254,18 +254,9 @@ def read_verl_metrics(path: Path, *, complete_only: bool = False) -> list[dict[s
     text = path.read_text(errors="replace")
     if complete_only:
         text = text[: text.rfind("\n") + 1]
-    skipped = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            step = int(entry["step"])
-            data = dict(entry.get("data", {}))
-        except (ValueError, KeyError, TypeError):
-            skipped += 1
-            continue
-        by_step.setdefault(step, {"step": step}).update(data)
+    entries, skipped = resume.parse_metric_lines(text)
+    for entry in entries:
+        by_step.setdefault(entry["step"], {"step": entry["step"]}).update(entry.get("data", {}))
     if skipped:
         print(f"[verl-parl] warning: skipped {skipped} unreadable line(s) of {path}", file=sys.stderr, flush=True)
     return [by_step[s] for s in sorted(by_step)]

@@ -93,19 +93,25 @@ def resume_errors(cfg: DictConfig) -> list[str]:
 
 def read_metric_lines(path: Path) -> list[dict[str, Any]]:
     """verl's file-logger lines ``{"step", "data"}`` of ``path``; a torn last line (a killed run) is skipped."""
-    if not path.exists():
-        return []
-    entries = []
-    for line in path.read_text().splitlines():
+    return parse_metric_lines(path.read_text(errors="replace"))[0] if path.exists() else []
+
+
+def parse_metric_lines(text: str) -> tuple[list[dict[str, Any]], int]:
+    """The file-logger records ``{"step": int, "data": dict}`` of ``text``, and how many non-blank lines
+    were not such a record (a run stopped mid-write leaves a torn last line)."""
+    entries, skipped = [], 0
+    for line in text.splitlines():
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("step"), int):
+            entry = None
+        if isinstance(entry, dict) and isinstance(entry.get("step"), int) and isinstance(entry.get("data", {}), dict):
             entries.append(entry)
-    return entries
+        else:
+            skipped += 1
+    return entries, skipped
 
 
 def _write_lines(path: Path, entries: Iterable[dict[str, Any]]) -> None:
