@@ -80,9 +80,7 @@ def describe(exc: BaseException, run_dir: Path) -> Failure:
         if isinstance(cause, OSError) and cause.errno in DISK_FULL:
             return Failure(disk_full_message(cause, run_dir), 1)
     for cause in chain:
-        if isinstance(cause, WorkerDiedError):
-            return Failure(f"a Ray worker died: {first_line(cause)}", 1)
-        if type(cause).__name__ in ACTOR_DIED:
+        if isinstance(cause, WorkerDiedError) or type(cause).__name__ in ACTOR_DIED:
             return Failure(f"a Ray worker died: {_worker(cause)}{first_line(cause)}", 1)
     root = chain[-1]
     error = f"{type(root).__name__}: {first_line(root)}"
@@ -141,7 +139,8 @@ def name_crashed_worker(exc: Exception, crashed: list[str]) -> Exception:
     if not crashed or any(type(c).__name__ in ACTOR_DIED or isinstance(c, WorkerDiedError) for c in causes(exc)):
         return exc
     root = list(causes(exc))[-1]
-    return WorkerDiedError(f"{crashed[0]}: The actor died, then the run failed ({type(root).__name__}: {first_line(root)})")
+    error = f"{type(root).__name__}: {first_line(root)}"
+    return WorkerDiedError(f"{crashed[0]}: The actor died, then the run failed ({error})")
 
 
 def crashed_workers() -> list[str]:
