@@ -16,14 +16,13 @@ code a training run executes.
 from __future__ import annotations
 
 import asyncio
-import threading
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from verl_parl.backends.cpu.server import HFInferenceServer, load_model
-from verl_parl.testing.agent_loops import fully_async_client
+from verl_parl.testing.agent_loops import HeldForward, fully_async_client
 
 PROMPT_A = [5, 17, 33, 90, 11]
 PROMPT_B = [7, 7, 21, 3, 64, 9]
@@ -35,25 +34,6 @@ TOLERANCE = 1e-4
 
 def sampling(seed: int) -> dict[str, Any]:
     return {"temperature": TEMPERATURE, "logprobs": True, "seed": seed, "max_tokens": MAX_TOKENS}
-
-
-class HeldForward:
-    """Wraps a model's forward: the ``at``-th call (1 is request A's prefill, each later one a decode step
-    that samples one more token) waits until :attr:`release` is set, so a test can queue an abort that the
-    engine applies right after that step."""
-
-    def __init__(self, model: torch.nn.Module, at: int) -> None:
-        self.at, self.calls = at, 0
-        self.reached, self.release = threading.Event(), threading.Event()
-        self._forward = model.forward
-        model.forward = self  # type: ignore[method-assign]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self.calls == self.at:
-            self.reached.set()
-            self.release.wait(timeout=120)  # a safety net against a hung test, not a timing assumption
-        return self._forward(*args, **kwargs)
 
 
 def perturbed(model: torch.nn.Module, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -1,13 +1,17 @@
 """Drive a verl agent loop in-process against a server object, without Ray or an LLM server manager.
 
-Used by the component tests (and available to plugin authors' own tests); import it directly, it is
-not re-exported from :mod:`verl_parl.testing` so that importing the contract kit stays light.
+Also verl's own partial-rollout client over an in-process server (:func:`fully_async_client`), and
+:class:`HeldForward`, which stops a server's engine at an exact token so that an abort or a checkpoint
+switch lands mid-generation on every run. Used by the component tests (and available to plugin authors'
+own tests); import it directly, it is not re-exported from :mod:`verl_parl.testing` so that importing
+the contract kit stays light.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -41,6 +45,26 @@ class LocalActor:
             return done
 
         return SimpleNamespace(remote=remote)
+
+
+class HeldForward:
+    """Wraps a model's forward: its ``at``-th call waits until :attr:`release` is set (:attr:`reached` is set
+    when it starts waiting). In the CPU engine, call 1 is a request's prefill and each later call a decode
+    step, each sampling one token; commands posted meanwhile (an abort, a close) apply right after the held
+    step, so a lone request has exactly ``at`` tokens when they do."""
+
+    def __init__(self, model: Any, at: int, timeout: float = 120) -> None:
+        self.at, self.calls, self.timeout = at, 0, timeout
+        self.reached, self.release = threading.Event(), threading.Event()
+        self._forward = model.forward
+        model.forward = self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.at:
+            self.reached.set()
+            self.release.wait(timeout=self.timeout)  # a guard against a hung test, not a timing assumption
+        return self._forward(*args, **kwargs)
 
 
 def fully_async_client(server: Any, response_length: int | None = None) -> Any:

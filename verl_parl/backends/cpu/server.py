@@ -224,7 +224,9 @@ class HFInferenceServer:
         Not a weight update: the whole model is loaded from ``model_path`` (its size may differ, e.g.
         small subagents first, larger ones later) and the engine is rebuilt. Only frozen servers switch
         (a policy server's weights come from the trainer). A no-op when ``model_path`` is already
-        served; requests still in flight are aborted (the sync trainer switches between steps).
+        served. Requests in flight are answered as aborted with their tokens so far (the async trainer
+        modes switch while the next batch is generating); subagents' :class:`~verl_parl.frozen.ActorBackend`
+        resubmits them, so they finish on the new checkpoint.
         """
         if not self.frozen:
             raise RuntimeError("load_checkpoint is for frozen servers; the policy server receives weight updates")
