@@ -98,3 +98,46 @@ def test_checkpoint_index_is_a_function_of_the_step(checkpoints: tuple[str, str]
     stages = (CheckpointStage(0, checkpoints[0]), CheckpointStage(SWITCH_STEP, checkpoints[1]))
     assert [checkpoint_index(stages, s) for s in range(6)] == [0, 0, 0, 1, 1, 1]
     assert Path(checkpoints[0]).name != Path(checkpoints[1]).name
+
+
+def test_a_subagent_turn_in_flight_at_a_checkpoint_switch_finishes_on_the_new_checkpoint(
+    checkpoints: tuple[str, str],
+) -> None:
+    """In the async trainer modes the schedule switches while subagents generate: the server answers the
+    turn in flight as aborted with its tokens so far, and the subagents' backend resubmits it, so the turn
+    is the old checkpoint's tokens followed by the new one's continuation, never silently cut short.
+    (In-process server behind verl-parl's ActorBackend; its engine is held at an exact token.)"""
+    import asyncio
+
+    from verl_parl.backends.cpu.server import HFInferenceServer
+    from verl_parl.frozen import ActorBackend
+    from verl_parl.testing.agent_loops import HeldForward, LocalActor
+
+    small, large = checkpoints
+    params = {"temperature": 0.0, "max_tokens": 24}
+    cut = 5
+
+    async def scenario() -> tuple[list[int], list[int], list[int]]:
+        server = HFInferenceServer(small, max_model_len=64, default_max_tokens=8, frozen=True)
+        backend = ActorBackend([LocalActor(server)])
+        try:
+            before = await backend.generate(PROMPT, dict(params))
+            held = HeldForward(server.engine.model, at=cut)
+            turn = asyncio.ensure_future(backend.generate(PROMPT, dict(params)))
+            await asyncio.to_thread(held.reached.wait, 120)
+            switching = asyncio.ensure_future(server.load_checkpoint(large))
+            while server.model_path != large:  # the new engine is in place; the old one's close is queued
+                await asyncio.sleep(0.01)
+            held.release.set()
+            await switching
+            tokens = await turn
+            resumed = await backend.generate([*PROMPT, *tokens[:cut]], {**params, "max_tokens": 24 - cut})
+            return before, tokens, resumed
+        finally:
+            await server.shutdown()
+
+    before, tokens, resumed = asyncio.run(scenario())
+    assert len(before) > cut  # precondition (greedy, fixed weights): uninterrupted, the turn runs past the switch
+    assert tokens[:cut] == before[:cut]  # the old checkpoint's tokens up to the switch
+    assert tokens[cut:] == resumed  # then the new checkpoint's continuation of them, within the turn's budget
+    assert len(resumed) >= 1 and len(tokens) <= params["max_tokens"]

@@ -126,8 +126,9 @@ def test_standalone_frozen_server_as_named_ray_actor(model_path: Path) -> None:
 
 
 def test_requests_wait_behind_an_abort_until_generation_resumes(model_path: Path) -> None:
-    """verl's partial-rollout contract: after abort_all_requests new requests are held (or refused with
-    reject_request) until resume_generation, so the weight sync in between is the only version they see."""
+    """verl's partial-rollout contract: after abort_all_requests new requests are held (or, with
+    reject_request, answered as aborted with no tokens and no version, as vLLM does) until
+    resume_generation, so the weight sync in between is the only version they see."""
 
     async def scenario() -> None:
         server = make_server(model_path)
@@ -137,7 +138,8 @@ def test_requests_wait_behind_an_abort_until_generation_resumes(model_path: Path
             held = asyncio.ensure_future(
                 server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="held")
             )
-            await asyncio.sleep(0.3)
+            while (await server.stats())["gated"] != 1:
+                await asyncio.sleep(0.01)
             assert not held.done()  # parked while the trainer updates the weights
             torch.manual_seed(0)
             await server.update_weights([(n, torch.randn_like(t)) for n, t in server.model.state_dict().items()], 2)
@@ -145,11 +147,42 @@ def test_requests_wait_behind_an_abort_until_generation_resumes(model_path: Path
             out = await asyncio.wait_for(held, timeout=30)
             assert out.stop_reason == "completed" and out.extra_fields["global_steps"] == 2
             await server.abort_all_requests(reject_request=True)
-            with pytest.raises(RuntimeError, match="generation is paused"):
-                await server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="refused")
+            refused = await server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="refused")
+            assert (refused.token_ids, refused.stop_reason) == ([], "aborted")
+            assert refused.extra_fields["global_steps"] is None  # no weights generated it
             await server.resume_generation()
             out = await server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="after")
             assert out.extra_fields["global_steps"] == 2
+        finally:
+            await server.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_a_request_woken_by_a_resume_stays_held_when_the_gate_closes_again_before_it_runs(model_path: Path) -> None:
+    """resume_generation immediately followed by the next abort (a short step in an async trainer): a request
+    held behind the gate must see the closed gate again, not slip into the engine and generate with the
+    weights about to be replaced."""
+
+    async def scenario() -> None:
+        server = make_server(model_path)
+        try:
+            await server.set_global_steps(1)
+            await server.abort_all_requests()
+            held = asyncio.ensure_future(
+                server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="held")
+            )
+            while (await server.stats())["gated"] != 1:
+                await asyncio.sleep(0.01)
+            await server.resume_generation()  # wakes the held request ...
+            report = await server.abort_all_requests()  # ... but the gate closes before it runs
+            stats = await server.stats()
+            assert (report["aborted_count"], stats["in_flight"], stats["gated"]) == (0, 0, 1)
+            torch.manual_seed(0)
+            await server.update_weights([(n, torch.randn_like(t)) for n, t in server.model.state_dict().items()], 2)
+            await server.resume_generation()
+            out = await asyncio.wait_for(held, timeout=30)
+            assert out.stop_reason == "completed" and out.extra_fields["global_steps"] == 2
         finally:
             await server.shutdown()
 

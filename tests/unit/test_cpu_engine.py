@@ -311,7 +311,7 @@ async def test_abort_all_returns_partial_results(model: Qwen2ForCausalLM) -> Non
     long = SamplingParams(max_tokens=3000, temperature=1.0, logprobs=True)
     tasks = [asyncio.ensure_future(engine.generate(p, long)) for p in make_prompts([4, 6, 8, 10])]
     await wait_for_decode_steps(engine, 5)
-    await engine.abort_all()
+    assert await engine.abort_all() == 4  # two running, two queued
     results = await asyncio.gather(*tasks)
     assert [r.finish_reason for r in results] == ["aborted"] * 4
     assert all(len(r.token_ids) >= 5 for r in results[:2])  # were running

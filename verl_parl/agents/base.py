@@ -42,20 +42,24 @@ class PolicyVersions:
     """The policy versions (verl's ``global_steps`` of the weights) that generated a segment's tokens.
 
     verl's v1 trainer reads ``min_global_steps`` / ``max_global_steps`` of every output's ``extra_fields``
-    (its ``training/off_policy/*`` metrics and the replay buffer's staleness rule). Each generate call
-    reports the range of its own tokens (several versions when a weight sync interrupted it, verl's
-    ``FullyAsyncLLMServerClient``); a segment spans the oldest ``min`` to the newest ``max`` of its
-    turns, as verl's ``tool_agent_loop`` keeps the first turn's ``min_global_steps`` and the last ``max``."""
+    (its ``training/off_policy/*`` metrics). Each generate call reports the range of its own tokens:
+    under partial rollout (verl's ``FullyAsyncLLMServerClient``, the async trainer modes) a turn aborted by
+    a weight sync is resumed under the next version, and its ``min`` is the version of its first token,
+    its ``max`` that of its last. A segment spans the oldest ``min`` to the newest ``max`` of its turns,
+    which is verl's ``tool_agent_loop`` rule (the first turn's ``min_global_steps``, the last turn's
+    ``max``) as versions only grow. A response without a range (verl's plain client, the ``sync`` mode)
+    counts its ``global_steps`` as both ends; one without any version adds nothing."""
 
     min: int | None = None
     max: int | None = None
 
     def add(self, extra_fields: dict[str, Any]) -> None:
-        low = extra_fields.get("min_global_steps", extra_fields.get("global_steps"))
-        high = extra_fields.get("max_global_steps", extra_fields.get("global_steps"))
-        if isinstance(low, int):
+        steps = extra_fields.get("global_steps")
+        low = _version(extra_fields.get("min_global_steps"), steps)
+        high = _version(extra_fields.get("max_global_steps"), steps)
+        if low is not None:
             self.min = low if self.min is None else min(self.min, low)
-        if isinstance(high, int):
+        if high is not None:
             self.max = high if self.max is None else max(self.max, high)
 
     def fields(self) -> dict[str, int]:
@@ -63,6 +67,11 @@ class PolicyVersions:
         return {
             key: value for key, value in zip(VERSION_FIELDS, (self.min, self.max), strict=True) if value is not None
         }
+
+
+def _version(*candidates: Any) -> int | None:
+    """The first candidate that is a version number (an int, not a bool), else None."""
+    return next((c for c in candidates if isinstance(c, int) and not isinstance(c, bool)), None)
 
 
 @dataclass
@@ -97,6 +106,7 @@ class Episode:
     extra_fields: dict[str, Any] = field(default_factory=dict)
     turns: int = 0
     turn_log: list[dict[str, Any]] = field(default_factory=list)
+    turn_versions: list[dict[str, int]] = field(default_factory=list)  # per turn: its min/max_global_steps
     resets: int = 0
     max_context: int = 0
     unmanaged_tokens: int = 0  # what the context would hold had nothing been rewritten
@@ -165,6 +175,9 @@ class SegmentedAgentLoop(AgentLoopBase):
         )
         state.extra_fields.update(output.extra_fields)
         segment.versions.add(output.extra_fields)
+        turn = PolicyVersions()
+        turn.add(output.extra_fields)
+        state.turn_versions.append(turn.fields())
         keep_logprobs = bool(segment.response_logprobs or output.log_probs)
         merged, segment.response_mask, logprobs = await self.ct_merge_assistant_token(
             segment.ids,

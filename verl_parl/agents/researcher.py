@@ -127,6 +127,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                 "start": started,
                 "end": state.clock(),
                 "stage": stage,
+                **state.turn_versions[-1],  # the policy versions of this turn's tokens (two: a weight sync hit it)
                 "tools": [],
             }
         )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -11,6 +12,8 @@ from uuid import uuid4
 from verl_parl.failures import first_line
 
 __all__ = ["ActorBackend", "FrozenServerError", "SharedBackend"]
+
+ABORTED = ("aborted", "abort")  # stop reasons of a response cut short (vLLM / hf, SGLang)
 
 
 class FrozenServerError(RuntimeError):
@@ -46,13 +49,36 @@ class ActorBackend:
         self._next = itertools.cycle(range(len(handles)))
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        """The generated tokens of one subagent turn, never cut short by an abort.
+
+        A server answers ``stop_reason="aborted"`` with the tokens so far when it stops mid-generation: an
+        ``hf`` frozen server switching checkpoints (``load_checkpoint``, which the subagent schedule calls at
+        a step's start while an async trainer mode is generating), or any server behind a closed gate. The
+        request is then resubmitted with those tokens appended and the budget reduced, as verl's
+        ``FullyAsyncLLMServerClient`` does for the policy, so the turn is whole (subagent tokens are not
+        trained: a turn that spans a switch needs no version record)."""
+        tokens: list[int] = []
+        params = dict(sampling_params)
+        budget = params.get("max_tokens")
+        while True:
+            output = await self._generate_once([*prompt_ids, *tokens], params)
+            tokens.extend(output.token_ids)
+            if output.stop_reason not in ABORTED:
+                return tokens
+            if budget is not None:
+                if len(tokens) >= budget:
+                    return tokens
+                params["max_tokens"] = budget - len(tokens)
+            if not output.token_ids:
+                await asyncio.sleep(1)  # a server refusing while paused: retry as verl's client does
+
+    async def _generate_once(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> Any:
         from ray.exceptions import RayActorError
 
         index = next(self._next)
         try:
-            output = await self.handles[index].generate.remote(
+            return await self.handles[index].generate.remote(
                 prompt_ids=prompt_ids, sampling_params=sampling_params, request_id=uuid4().hex
             )
         except RayActorError as exc:
             raise FrozenServerError(f"{self.names[index]} died while generating: {first_line(exc)}") from exc
-        return list(output.token_ids)

@@ -125,6 +125,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
                 "start": started,
                 "end": state.clock(),
                 "stage": stage,
+                **state.turn_versions[-1],  # the policy versions of this turn's tokens (two: a weight sync hit it)
             }
         )
         state.messages.append(assistant_message(content, calls))

@@ -249,9 +249,16 @@ class BatchedGenerator:
                 )
         return await self._call("update_weights", tensors)
 
-    async def abort_all(self) -> None:
-        """Finishes every waiting and running request with ``"aborted"`` and the tokens generated so far."""
-        await self._call("abort_all")
+    @property
+    def num_waiting(self) -> int:
+        """Requests queued for admission (not yet prefilled)."""
+        with self._cond:
+            return len(self._waiting)
+
+    async def abort_all(self) -> int:
+        """Finishes every waiting and running request with ``"aborted"`` and the tokens generated so far;
+        returns how many requests it finished."""
+        return int(await self._call("abort_all"))
 
     async def close(self) -> None:
         """Aborts what is in flight, stops the worker thread and joins it. Idempotent."""
@@ -334,7 +341,7 @@ class BatchedGenerator:
             if command.kind == "update_weights":
                 result = self._load_weights(command.payload)
             elif command.kind == "abort_all":
-                self._abort_everything(newcomers)
+                result = self._abort_everything(newcomers)
             elif command.kind == "cancel":
                 self._drop(command.payload)
         except Exception as exc:  # noqa: BLE001 - handed to the caller awaiting the command
@@ -349,16 +356,19 @@ class BatchedGenerator:
         self._stats.weight_updates += 1
         return len(tensors)
 
-    def _abort_everything(self, newcomers: list[_Request]) -> None:
+    def _abort_everything(self, newcomers: list[_Request]) -> int:
+        """Finishes the queued and running requests as ``"aborted"``; returns how many."""
         with self._cond:
             waiting = list(self._waiting)
             self._waiting.clear()
-        for request in (*newcomers, *waiting):
-            if request.state == "waiting":
-                self._finish(request, [], [], "aborted")
+        queued = [r for r in (*newcomers, *waiting) if r.state == "waiting"]
+        for request in queued:
+            self._finish(request, [], [], "aborted")
         batch, self._batch = self._batch, None
-        if batch is not None:
-            self._finish_rows(batch, list(range(len(batch))), ["aborted"] * len(batch))
+        if batch is None:
+            return len(queued)
+        self._finish_rows(batch, list(range(len(batch))), ["aborted"] * len(batch))
+        return len(queued) + len(batch)
 
     def _drop(self, request: _Request) -> None:
         """A cancelled ``generate`` call: forget the request without delivering anything."""

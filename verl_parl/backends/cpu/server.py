@@ -82,6 +82,30 @@ def eos_token_ids(path: str) -> list[int]:
 class HFInferenceServer:
     """Token-in/token-out generation with batched decoding of concurrent requests.
 
+    **Partial-rollout contract** (verl's async trainer modes; the same as verl's vLLM server, so that
+    verl's ``FullyAsyncLLMServerClient`` drives it unchanged):
+
+    - :meth:`generate` returns a ``TokenOutput`` whose ``log_probs[i]`` is the log-probability of
+      ``token_ids[i]`` under the weights that generated it, and ``extra_fields["global_steps"]`` is the
+      version of those weights (set by :meth:`update_weights` or :meth:`set_global_steps`).
+      ``stop_reason`` is ``"completed"`` (an end token, included, or the token budget) or ``"aborted"``.
+    - :meth:`abort_all_requests` closes a generation gate, then finishes every queued and running request
+      with ``stop_reason="aborted"`` and the tokens and log-probs generated so far. Requests that arrive
+      behind the closed gate wait for :meth:`resume_generation` (with ``reject_request=True`` they are
+      answered at once as aborted with no tokens, and the client retries). So no token is generated
+      across a weight update, and ``global_steps`` is the version of every token of a response.
+    - verl's client resubmits an aborted request as ``prompt + tokens so far`` with the budget reduced by
+      their number, concatenates ``token_ids`` and ``log_probs`` of the attempts, and records
+      ``min_global_steps`` (the first attempt's version) and ``max_global_steps`` (the last's). The
+      resubmission is prefilled from scratch under the new weights (no KV cache survives an abort), so
+      each resumed token's log-prob is exact under the new version.
+    - An aborted response without tokens reports ``global_steps=None`` (vLLM reports the current version):
+      no weights generated it, and verl's client then takes ``min_global_steps`` from the first attempt
+      that did generate, so a request that was only queued when the weights changed counts as generated
+      entirely by the new version.
+    - :meth:`update_weights` with the gate open (the ``sync`` trainer, between steps) keeps the KV caches
+      of running requests, as vLLM does; verl's async modes always close the gate first.
+
     Args:
         model_path: local folder with a ``save_pretrained`` model.
         max_model_len: longest prompt + response the server accepts.
@@ -111,6 +135,8 @@ class HFInferenceServer:
         self._open = asyncio.Event()  # generation gate: closed by abort_all_requests, opened by resume_generation
         self._open.set()
         self._reject = False
+        self._gated = 0  # requests waiting behind the closed gate
+        self._in_flight: dict[str, int] = {}  # request id -> calls of it in the engine
         self.model = load_model(model_path)
         self.engine = BatchedGenerator(
             self.model,
@@ -128,12 +154,9 @@ class HFInferenceServer:
         video_data: Any = None,
         **_: Any,
     ) -> TokenOutput:
+        """One generation under the partial-rollout contract of the class docstring."""
         if image_data is not None or video_data is not None:
             raise ValueError("the hf rollout backend serves text-only models")
-        if not self._open.is_set():  # between an abort and the next resume_generation (a weight sync)
-            if self._reject:
-                raise RuntimeError("generation is paused: abort_all_requests(reject_request=True) refuses new requests")
-            await self._open.wait()
         params = dict(sampling_params)
         room = self.max_model_len - len(prompt_ids)
         if room < 1:
@@ -142,14 +165,44 @@ class HFInferenceServer:
                 f"within max_model_len={self.max_model_len}"
             )
         max_tokens = params.pop("max_tokens", None) or params.pop("max_new_tokens", None) or self.default_max_tokens
-        result = await self.engine.generate(prompt_ids, to_sampling_params(params, min(int(max_tokens), room)))
-        stop_reason = "aborted" if result.finish_reason == "aborted" else "completed"
+        engine_params = to_sampling_params(params, min(int(max_tokens), room))
+        if not await self._pass_gate():
+            return _aborted_output()
+        # No await between passing the gate and queueing in the engine: an abort cannot fall in between.
+        self._in_flight[request_id] = self._in_flight.get(request_id, 0) + 1
+        try:
+            result = await self.engine.generate(prompt_ids, engine_params)
+        finally:
+            self._leave(request_id)
+        aborted = result.finish_reason == "aborted"
+        if aborted and not result.token_ids:
+            return _aborted_output()
         return TokenOutput(
             token_ids=result.token_ids,
             log_probs=result.log_probs,
-            stop_reason=stop_reason,
+            stop_reason="aborted" if aborted else "completed",
             extra_fields={"global_steps": self.global_steps, "finish_reason": result.finish_reason},
         )
+
+    async def _pass_gate(self) -> bool:
+        """Wait while the gate is closed; False when it rejects (``abort_all_requests(reject_request=True)``).
+
+        The gate is re-checked after every wake-up: an abort that closes it again before a woken request
+        runs holds that request too (otherwise it could generate with the weights being replaced)."""
+        while not self._open.is_set():
+            if self._reject:
+                return False
+            self._gated += 1
+            try:
+                await self._open.wait()
+            finally:
+                self._gated -= 1
+        return True
+
+    def _leave(self, request_id: str) -> None:
+        count = self._in_flight.pop(request_id, 1) - 1
+        if count:
+            self._in_flight[request_id] = count
 
     async def update_weights(
         self, named_tensors: list[tuple[str, torch.Tensor]], global_steps: int | None = None
@@ -171,7 +224,9 @@ class HFInferenceServer:
         Not a weight update: the whole model is loaded from ``model_path`` (its size may differ, e.g.
         small subagents first, larger ones later) and the engine is rebuilt. Only frozen servers switch
         (a policy server's weights come from the trainer). A no-op when ``model_path`` is already
-        served; requests still in flight are aborted (the sync trainer switches between steps).
+        served. Requests in flight are answered as aborted with their tokens so far (the async trainer
+        modes switch while the next batch is generating); subagents' :class:`~verl_parl.frozen.ActorBackend`
+        resubmits them, so they finish on the new checkpoint.
         """
         if not self.frozen:
             raise RuntimeError("load_checkpoint is for frozen servers; the policy server receives weight updates")
@@ -194,19 +249,20 @@ class HFInferenceServer:
         return self.model_path
 
     async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
-        """verl's partial-rollout contract (as vLLM's and SGLang's servers): close the generation gate, then
-        finish every waiting and running request with ``stop_reason="aborted"`` and the tokens (and log-probs)
-        generated so far. Requests arriving while the gate is closed wait for :meth:`resume_generation`
-        (``reject_request=True``: they fail instead), so no token is generated across a weight update and
-        each response's ``global_steps`` is the version that generated all of its tokens; verl's
-        ``FullyAsyncLLMServerClient`` resubmits an aborted request with its partial tokens appended."""
+        """Close the generation gate and abort everything in flight (see the class docstring).
+
+        ``reject_request=True`` (a replica leaving the load balancer with no resume coming soon): requests
+        arriving behind the closed gate are answered at once as aborted with no tokens instead of waiting,
+        as vLLM's server does, so verl's client retries them. Returns vLLM's report: ``aborted_count`` and
+        the ``request_ids`` that were in the engine."""
         self._reject = reject_request
         self._open.clear()
-        await self.engine.abort_all()
-        return {"aborted_count": 0, "request_ids": []}
+        request_ids = sorted(self._in_flight)
+        aborted = await self.engine.abort_all()
+        return {"aborted_count": aborted, "request_ids": request_ids}
 
     async def resume_generation(self) -> None:
-        """Open the generation gate that :meth:`abort_all_requests` closed."""
+        """Open the generation gate that :meth:`abort_all_requests` closed; held requests start generating."""
         self._reject = False
         self._open.set()
 
@@ -221,8 +277,16 @@ class HFInferenceServer:
         return digest.hexdigest()
 
     async def stats(self) -> dict[str, Any]:
+        """The engine's counters, plus ``in_flight`` (requests in the engine, queued or running),
+        ``queued`` (not yet admitted to the batch) and ``gated`` (waiting behind a closed gate)."""
         stats = self.engine.stats
-        return {**dataclasses.asdict(stats), "mean_batch_size": stats.mean_batch_size}
+        return {
+            **dataclasses.asdict(stats),
+            "mean_batch_size": stats.mean_batch_size,
+            "in_flight": sum(self._in_flight.values()),
+            "queued": self.engine.num_waiting,
+            "gated": self._gated,
+        }
 
     async def shutdown(self) -> None:
         await self.engine.close()
@@ -235,6 +299,11 @@ class HFInferenceServer:
     async def resume_kv_cache(self) -> None: ...
     async def start_profile(self, **_: Any) -> None: ...
     async def stop_profile(self) -> None: ...
+
+
+def _aborted_output() -> TokenOutput:
+    """An aborted response without tokens: no weights generated it, so no version (see the class docstring)."""
+    return TokenOutput(token_ids=[], log_probs=None, stop_reason="aborted", extra_fields={"global_steps": None})
 
 
 def server_options(config: Any, model_config: Any) -> dict[str, Any]:
