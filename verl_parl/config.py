@@ -91,6 +91,7 @@ class ParlConfig:
     context: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.context.settings.parse_context
     researcher: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.agents.researcher
     traces: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.traces.settings
+    partial_rollout: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.partial.settings
     tools: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.tools.config
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
 
@@ -166,10 +167,20 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     return parl
 
 
-SECTIONS = ("embedded", "swarm", "subagent", "context", "researcher", "tools", "reward", "traces")
+SECTIONS = (
+    "embedded",
+    "swarm",
+    "subagent",
+    "context",
+    "researcher",
+    "tools",
+    "reward",
+    "traces",
+    "partial_rollout",
+)
 """``parl``'s sections. ``parse_parl`` checks their shape and parses ``embedded`` and ``reward`` (parts of
 :class:`ParlConfig`); each other section is validated by its component's built-in plugin
-(``verl_parl_validate_config``: swarm and subagent, context, researcher, tools, traces)."""
+(``verl_parl_validate_config``: swarm and subagent, context, researcher, tools, traces, partial_rollout)."""
 
 TOOL_LISTS = (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
 

@@ -70,6 +70,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "verl_parl.agents",
     "verl_parl.tools.plugin",
     "verl_parl.traces.plugin",
+    "verl_parl.partial.plugin",
     "verl_parl.tasks.research.plugin",
 )
 """Modules of our own components, registered (under their module name) before any entry point."""
