@@ -44,6 +44,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_parl.frozen import frozen_group_metrics
 from verl_parl.frozen.schedule import FrozenGroupSchedule
+from verl_parl.partial.settings import partial_rollout_settings
 from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
 from verl_parl.rollout_guard import RefillGuard, named_actors, policy_server_names, refill_limit
 from verl_parl.swarm.config import frozen_schedule
@@ -152,6 +153,8 @@ class ParlHooks:
     _frozen_schedule: FrozenGroupSchedule | None = None
     _frozen_checkpoint_index: int | None = None
     _refills: RefillGuard | None = None
+    _partial: Any = None  # verl_parl.partial.trainer.PartialRollout when parl.partial_rollout is enabled
+    _partial_board: Any = None  # its board's Ray actor handle (kept: the actor lives as long as the trainer)
 
     always_active = False
     """True for a class chosen by its own name (``parl_sync``): the hooks act without a ``parl`` section."""
@@ -168,6 +171,54 @@ class ParlHooks:
             self._frozen_schedule = frozen_schedule(self.config)  # validates it: fails before any step runs
             limit = refill_limit(int(OmegaConf.select(self.config, "data.train_batch_size", default=1) or 1))
             self._refills = RefillGuard(limit, policy_server_names(named_actors()))
+            self._start_partial_rollout()
+
+    def _partial_enabled(self) -> bool:
+        return self.parl_active and partial_rollout_settings(self.config).enable
+
+    def _build_replay_buffer(self) -> Any:
+        """verl's replay buffer; with ``parl.partial_rollout``, as :func:`verl_parl.partial.sampler.pausing` of
+        its class (inert until :meth:`_start_partial_rollout` hands it the controller)."""
+        buffer = super()._build_replay_buffer()  # type: ignore[misc]  # verl is untyped
+        if self._partial_enabled():
+            from verl_parl.partial.sampler import pausing
+
+            buffer.__class__ = pausing(type(buffer))
+        return buffer
+
+    def _start_partial_rollout(self) -> None:
+        """Start the run's pause board (a named Ray actor the agent loops find) and the controller."""
+        if not self._partial_enabled():
+            return
+        import ray
+
+        from verl_parl.partial.board import BOARD_ACTOR, PauseBoard
+        from verl_parl.partial.trainer import PartialRollout, RayBoard
+
+        actor = ray.remote(PauseBoard).options(name=BOARD_ACTOR, num_cpus=0, max_concurrency=100_000)
+        self._partial_board = actor.remote()
+        self._partial = PartialRollout(
+            partial_rollout_settings(self.config),
+            RayBoard(self._partial_board),
+            refill=super()._add_prompts_to_generate,  # type: ignore[misc]  # not a failure: no RefillGuard
+            batch_size=int(self.config.data.train_batch_size),
+            run_dir=OmegaConf.select(self.config, "parl.output_dir", default=None),
+        )
+        self.replay_buffer.partial = self._partial  # type: ignore[attr-defined]
+
+    def prepare_step(self) -> dict:
+        """verl submits a whole batch of fresh prompts; with partial rollout, the paused groups resume first and
+        fresh prompts fill the rest (:meth:`verl_parl.partial.trainer.PartialRollout.prepare_step`)."""
+        if self._partial is None:
+            return super().prepare_step()  # type: ignore[misc, no-any-return]
+        self._partial.prepare_step(int(self.global_steps), super()._add_prompts_to_generate)  # type: ignore[misc]
+        return {}
+
+    def _submit_batch_to_rollout(self, batch: Any) -> int:
+        submitted = int(super()._submit_batch_to_rollout(batch))  # type: ignore[misc]
+        if self._partial is not None:
+            self._partial.on_submit([str(uid) for uid in batch["uid"]], int(self.global_steps))
+        return submitted
 
     def on_validate_begin(self) -> None:
         super().on_validate_begin()  # type: ignore[misc]  # verl is untyped
@@ -255,6 +306,10 @@ class ParlHooks:
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
         rows = data.pop("extra_fields").tolist()
         metrics.update(parl_field_means(rows))
+        if self._partial is not None:  # without verl's padding rows (copies of a real one under a "pad..." uid)
+            real = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+            keys = [batch.keys[i] for i in real]
+            metrics.update(self._partial.on_trained(keys, [rows[i] for i in real], int(global_steps)))
         self._trace_rewards(rows)
         if self._frozen_digests is None:
             self._frozen_digests = {}

@@ -33,6 +33,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
 from verl_parl.context.settings import ContextSettings
+from verl_parl.partial.episode import PauseGate
+from verl_parl.partial.staleness import TurnSpan, stale_tokens, stale_turn_mask
 
 VERSION_FIELDS = ("min_global_steps", "max_global_steps")
 
@@ -84,6 +86,7 @@ class Segment:
     response_logprobs: list[float] = field(default_factory=list)
     turns: int = 0
     versions: PolicyVersions = field(default_factory=PolicyVersions)
+    turn_spans: list[TurnSpan] = field(default_factory=list)  # each generated turn's response tokens and version
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -114,6 +117,7 @@ class Episode:
     context_exceeded: bool = False
     first_turns: list[int] = field(default_factory=list)  # episode-wide index of each segment's first turn
     origin: float = field(default_factory=time.monotonic)  # traced times are seconds since this
+    gate: PauseGate | None = None  # turn-level partial rollout (parl.partial_rollout), training episodes only
 
     def clock(self) -> float:
         """Seconds since the episode started (monotonic; the traces' time base)."""
@@ -179,6 +183,7 @@ class SegmentedAgentLoop(AgentLoopBase):
         turn.add(output.extra_fields)
         state.turn_versions.append(turn.fields())
         keep_logprobs = bool(segment.response_logprobs or output.log_probs)
+        start = len(segment.response_mask)
         merged, segment.response_mask, logprobs = await self.ct_merge_assistant_token(
             segment.ids,
             output.token_ids,
@@ -188,6 +193,7 @@ class SegmentedAgentLoop(AgentLoopBase):
         )
         self._grow(state, segment, list(merged.token_ids))
         segment.response_logprobs = list(logprobs or [])
+        segment.turn_spans.append(TurnSpan(start, len(segment.response_mask), turn.min))
         segment.turns += 1
         state.turns += 1
         return list(output.token_ids)
@@ -237,11 +243,55 @@ class SegmentedAgentLoop(AgentLoopBase):
             return False
         return True
 
+    async def _open_gate(self, state: Episode, kwargs: dict[str, Any]) -> None:
+        """Give a training episode its :class:`PauseGate` when ``parl.partial_rollout`` is enabled
+        (``pause_board``, when set on the loop, replaces the run's board actor: in-process tests)."""
+        state.gate = PauseGate.for_episode(
+            self.config, kwargs, n=int(self.rollout_config.n), board=getattr(self, "pause_board", None)
+        )
+
+    async def _turn_boundary(self, state: Episode) -> bool:
+        """Between two turns: pause here if the step's budget is used up (see :mod:`verl_parl.partial`).
+        False when the episode was dropped while paused and must end now."""
+        if state.gate is None:
+            return True
+        versions = [v for turn in state.turn_versions for v in turn.values()]
+        paused = max(versions) if versions else None
+        oldest = min(versions) if versions else None
+        return await state.gate.boundary(state.turns, paused, oldest)
+
+    async def _close_gate(self, state: Episode) -> None:
+        """Report the episode's end to the board (called whatever ended it)."""
+        if state.gate is not None:
+            await state.gate.finish()
+
+    def _partial_fields(self, state: Episode, segments: list[Segment]) -> dict[str, float]:
+        """``parl_partial_*`` of the episode: its resumes, whether it was dropped, its oldest turn's version and
+        how many of its tokens an older policy than its newest generated (0 without partial rollout)."""
+        if state.gate is None:
+            return {}
+        versions = [v for turn in state.turn_versions for v in turn.values()]
+        newest = max(versions) if versions else None
+        fields = state.gate.fields()
+        fields["parl_partial_stale_tokens"] = float(sum(stale_tokens(s.turn_spans, newest) for s in segments))
+        if versions:
+            fields["parl_partial_oldest_version"] = float(min(versions))
+            fields["parl_partial_span"] = float(max(versions) - min(versions))
+        return fields
+
+    def _trained_mask(self, state: Episode, segment: Segment) -> list[int]:
+        """The segment's response mask, with the ``mask`` rule applied to turns of older policies."""
+        if state.gate is None or state.gate.settings.stale_turns != "mask":
+            return segment.response_mask
+        newest = max((v for turn in state.turn_versions for v in turn.values()), default=None)
+        return stale_turn_mask(segment.response_mask, segment.turn_spans, newest)
+
     def _outputs(self, state: Episode, episode_fields: dict[str, Any]) -> AgentLoopOutput | list[AgentLoopOutput]:
         """One output per non-empty segment; ``episode_fields`` and context metrics on the last."""
         segments = [s for s in [*state.finished, state.segment] if s is not None and s.response_ids]
         if not segments:  # nothing generated at all: one empty-response output keeps verl's shapes
             segments = [state.current]
+        partial = self._partial_fields(state, segments)
         outputs = []
         for i, segment in enumerate(segments):
             last = i == len(segments) - 1
@@ -256,12 +306,13 @@ class SegmentedAgentLoop(AgentLoopBase):
             if last:
                 extra.update(episode_fields)
                 extra.update(state.context_fields())
+                extra.update(partial)
             limit = self.rollout_config.response_length  # only tool results can pass it (generation is capped)
             outputs.append(
                 AgentLoopOutput(
                     prompt_ids=segment.prompt_ids,
                     response_ids=segment.response_ids[:limit],
-                    response_mask=segment.response_mask[:limit],
+                    response_mask=self._trained_mask(state, segment)[:limit],
                     response_logprobs=segment.response_logprobs[:limit] or None,
                     num_turns=2 * segment.turns,
                     metrics={},

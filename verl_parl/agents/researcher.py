@@ -94,19 +94,25 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
             )
         )
         report = _FormatReport()
-        async with ToolBox(self.runtimes) as tools:
-            schemas = [*tools.schemas, *state.policy.tool_schemas]
-            await self._begin(state, schemas)
-            answered = False
-            while state.turns < self.settings.max_turns and self._room(state) > 0:
-                calls = await self._turn(state, sampling_params)
-                if not calls:
-                    answered = True
-                    break
-                observations = await self._act(state, tools, calls, report)
-                await self._append(state, tool_messages(observations), schemas)
-                if state.turns >= self.settings.max_turns or not await self._manage(state, schemas, ctx):
-                    break
+        await self._open_gate(state, kwargs)
+        answered = False
+        try:
+            async with ToolBox(self.runtimes) as tools:  # open while the episode is paused (its tool sessions)
+                schemas = [*tools.schemas, *state.policy.tool_schemas]
+                await self._begin(state, schemas)
+                while state.turns < self.settings.max_turns and self._room(state) > 0:
+                    calls = await self._turn(state, sampling_params)
+                    if not calls:
+                        answered = True
+                        break
+                    observations = await self._act(state, tools, calls, report)
+                    await self._append(state, tool_messages(observations), schemas)
+                    if state.turns >= self.settings.max_turns or not await self._manage(state, schemas, ctx):
+                        break
+                    if not await self._turn_boundary(state):  # dropped while paused (parl.partial_rollout)
+                        break
+        finally:
+            await self._close_gate(state)
         report.iterations_exceeded = not answered and not state.context_exceeded
         outputs = self._outputs(state, report.fields(state.turns))
         if self._maybe_trace(state, report, kwargs):

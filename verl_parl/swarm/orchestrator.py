@@ -78,10 +78,12 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         ctx = RewriteContext(
             summarize=make_summarizer(summarizer, self.tokenizer, self.context.summary_max_tokens, sampling_params)
         )
+        await self._open_gate(state, kwargs)
         try:
             await self._run_episode(state, episode, ctx, sampling_params)
         finally:
             await episode.aclose()
+            await self._close_gate(state)
         resets = sum(r.context_resets for r in episode.results)
         outputs = self._outputs(
             state, {**episode.accounting().to_extra_fields(), "parl_context_subagent_resets": float(resets)}
@@ -109,6 +111,8 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             await self._append(state, tool_messages(observations), tools)
             if step == steps - 1 or not await self._manage(state, tools, ctx):
                 break  # ended by max_orchestrator_steps or a full context: no answer turn, no stage for one
+            if not await self._turn_boundary(state):
+                break  # dropped while paused (parl.partial_rollout): its group is never trained
 
     async def _turn(self, state: Episode, sampling_params: dict[str, Any], stage: int) -> list[Any]:
         """One orchestrator generation; traced with its times and ``stage`` (0-based: the stage its
