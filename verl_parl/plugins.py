@@ -62,6 +62,7 @@ __all__ = [
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "verl_parl.tasks.arithmetic",
+    "verl_parl.tasks.longtail",
     "verl_parl.rewards.scorers",
     "verl_parl.rewards.forms",
     "verl_parl.rewards.checks",

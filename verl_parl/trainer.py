@@ -217,7 +217,8 @@ class ParlHooks:
     def _submit_batch_to_rollout(self, batch: Any) -> int:
         submitted = int(super()._submit_batch_to_rollout(batch))  # type: ignore[misc]
         if self._partial is not None:
-            self._partial.on_submit([str(uid) for uid in batch["uid"]], int(self.global_steps))
+            indices = [int(i) for i in batch["index"]] if "index" in batch else None
+            self._partial.on_submit([str(uid) for uid in batch["uid"]], int(self.global_steps), indices)
         return submitted
 
     def on_validate_begin(self) -> None:

@@ -171,7 +171,9 @@ class SegmentedAgentLoop(AgentLoopBase):
         segment = state.current
         if segment.turns == 0:
             state.first_turns.append(state.turns)
-        params = {**sampling_params, "max_tokens": max(1, self._room(state))}
+        cap = sampling_params.get("max_tokens")  # a loop's own per-turn cap, within the segment's room
+        room = self._room(state) if cap is None else min(int(cap), self._room(state))
+        params = {**sampling_params, "max_tokens": max(1, room)}
         if state.unmanaged_tokens > self._window():
             state.beyond_window += 1
         output = await self.server_manager.generate(

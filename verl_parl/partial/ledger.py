@@ -21,14 +21,17 @@ class Ledger:
     reason; ``pause`` / ``resume`` track the groups waiting in the buffer."""
 
     submitted: dict[str, int] = field(default_factory=dict)  # uid -> step of first dispatch
+    indices: dict[str, int] = field(default_factory=dict)  # uid -> its dataset row's index (when known)
     trained: dict[str, int] = field(default_factory=dict)  # uid -> step trained
     dropped: dict[str, str] = field(default_factory=dict)  # uid -> reason
     paused: set[str] = field(default_factory=set)
     pauses: Counter[str] = field(default_factory=Counter)  # uid -> times paused
 
-    def submit(self, uids: list[str], step: int) -> None:
+    def submit(self, uids: list[str], step: int, indices: list[int] | None = None) -> None:
         for uid in uids:
             self.submitted.setdefault(uid, step)
+        if indices is not None:
+            self.indices.update(zip(uids, indices, strict=True))
 
     def pause(self, uids: list[str]) -> None:
         self.paused.update(uids)
@@ -73,10 +76,13 @@ class Ledger:
 
 def step_record(step: int, events: dict[str, list[str]], ledger: Ledger, staleness: list[float]) -> dict[str, Any]:
     """One line of :data:`LEDGER_FILE`: the step's events (uid lists: submitted, paused, resumed, dropped,
-    trained), the trained episodes' staleness values, and the ledger's running summary (``totals``)."""
+    trained), the dataset index of each group submitted, the trained episodes' staleness values, and the
+    ledger's running summary (``totals``)."""
+    indices = {uid: ledger.indices[uid] for uid in events.get("submitted", []) if uid in ledger.indices}
     return {
         "step": step,
         **{k: sorted(v) for k, v in events.items()},
+        "indices": indices,
         "staleness": staleness,
         "totals": ledger.summary(),
     }

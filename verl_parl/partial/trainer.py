@@ -105,8 +105,8 @@ class PartialRollout:
     def evicted(self, uids: set[str]) -> None:
         self.to_evict.difference_update(uids)
 
-    def on_submit(self, uids: list[str], step: int) -> None:
-        self.ledger.submit(uids, step)
+    def on_submit(self, uids: list[str], step: int, indices: list[int] | None = None) -> None:
+        self.ledger.submit(uids, step, indices)
         self.events["submitted"].extend(uids)
 
     def on_trained(self, keys: list[str], rows: list[Any], step: int) -> dict[str, float]:

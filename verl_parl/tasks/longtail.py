@@ -1,0 +1,134 @@
+"""``longtail``: a latency-injected long-tail workload for trainer benchmarks and partial-rollout tests.
+
+Arithmetic questions (the ``arithmetic`` task's, same scorer) answered by the ``longtail`` agent loop: each
+episode takes a fixed number of turns, given by its row (``extra_info.turns``): most take ``short_turns``,
+every ``long_every``-th takes ``long_turns`` (10x, by default). Each turn the policy generates up to
+``tokens_per_turn`` tokens (real generation, trained as usual), then an observation arrives after
+``latency_s`` seconds (the injected tool latency). Select with::
+
+    parl.embedded.task=longtail parl.embedded.agent_loop=longtail \\
+    parl.embedded.options='{long_every: 8, long_turns: 20, latency_s: 0.2}'
+
+The turns are set by the row, not chosen by the model, so steps of different trainer modes see the same
+work (``benchmarks/bench_async.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+from verl_parl.agents.base import Episode, SegmentedAgentLoop
+from verl_parl.chat.messages import assistant_message
+from verl_parl.context.settings import context_settings
+from verl_parl.plugin import hookimpl
+from verl_parl.registry import Register, TaskSpec
+from verl_parl.tasks.arithmetic import DATA_SOURCE, make_question, write_tool_config
+
+AGENT_NAME = "longtail"
+SYSTEM_PROMPT = "Work on the question step by step; an observation follows each step."
+OPTIONS: dict[str, Any] = {"short_turns": 2, "long_turns": 20, "long_every": 8, "latency_s": 0.2, "tokens_per_turn": 8}
+
+
+def option_errors(settings: dict[str, Any]) -> list[str]:
+    """``parl.embedded.options`` of the task: known keys, positive turn counts, period and token cap, latency >= 0."""
+    options = settings.get("options") or {}
+    errors = [f"{key}: unknown option (one of {sorted(OPTIONS)})" for key in options if key not in OPTIONS]
+    for key in ("short_turns", "long_turns", "long_every", "tokens_per_turn"):
+        value = options.get(key, OPTIONS[key])
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            errors.append(f"{key}: must be an int >= 1, got {value!r}")
+    latency = options.get("latency_s", OPTIONS["latency_s"])
+    if not isinstance(latency, int | float) or isinstance(latency, bool) or latency < 0:
+        errors.append(f"latency_s: must be a number >= 0, got {latency!r}")
+    return errors
+
+
+def episode_turns(index: int, options: dict[str, Any]) -> int:
+    """Turns of row ``index``: ``long_turns`` for every ``long_every``-th row (from the third on), else
+    ``short_turns``."""
+    return int(options["long_turns"] if index % options["long_every"] == 2 else options["short_turns"])
+
+
+def write_data(directory: Path, settings: dict[str, Any]) -> dict[str, Path]:
+    """``train``/``val`` parquet (each row's turns and latency in ``extra_info``) and a tools config."""
+    import pandas as pd
+
+    options = {**OPTIONS, **(settings.get("options") or {})}
+    paths = {split: directory / f"{split}.parquet" for split in ("train", "val")}
+    if not all(p.exists() for p in paths.values()):
+        print(f"[verl-parl] writing the long-tail workload to {directory}", file=sys.stderr, flush=True)
+        rng = random.Random(settings["seed"])
+        directory.mkdir(parents=True, exist_ok=True)
+        for split, size in (("train", settings["n_train"]), ("val", settings["n_val"])):
+            rows = []
+            for index in range(size):
+                question, answer = make_question(rng)
+                turns = episode_turns(index, options) if split == "train" else int(options["short_turns"])
+                rows.append(
+                    {
+                        "data_source": DATA_SOURCE,
+                        "agent_name": AGENT_NAME,
+                        "prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}],
+                        "ability": "arithmetic",
+                        "reward_model": {"style": "rule", "ground_truth": answer},
+                        "extra_info": {
+                            "index": index,
+                            "split": split,
+                            "question": question,
+                            "turns": turns,
+                            "latency_s": float(options["latency_s"]),
+                            "tokens_per_turn": int(options["tokens_per_turn"]),
+                        },
+                    }
+                )
+            pd.DataFrame(rows).to_parquet(paths[split])
+    tools = directory / "tools.yaml"
+    return {**paths, "tools": tools if tools.exists() else write_tool_config(tools)}
+
+
+class LongTailAgentLoop(SegmentedAgentLoop):
+    """The ``longtail`` loop; see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.context = context_settings(self.config)["agent"]
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+        info = kwargs.get("extra_info") or {}
+        turns, latency = int(info.get("turns", OPTIONS["short_turns"])), float(info.get("latency_s", 0.0))
+        params = {**sampling_params, "max_tokens": int(info.get("tokens_per_turn", OPTIONS["tokens_per_turn"]))}
+        state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
+        await self._open_gate(state, kwargs)
+        try:
+            await self._begin(state, [])
+            for turn in range(1, turns + 1):
+                generated = await self._generate(state, params)
+                state.messages.append(assistant_message(self.tokenizer.decode(generated, skip_special_tokens=True), []))
+                if turn == turns or self._room(state) <= 0:
+                    break
+                await asyncio.sleep(latency)  # the injected tool latency
+                await self._append(state, [{"role": "user", "content": f"Observation {turn} of {turns}."}], [])
+                if self._room(state) <= 0 or not await self._turn_boundary(state):
+                    break
+        finally:
+            await self._close_gate(state)
+        return self._outputs(state, {"parl_turns": float(state.turns), "parl_longtail_turns": float(turns)})
+
+
+@hookimpl
+def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
+    register(
+        TaskSpec(
+            name="longtail",
+            factory=write_data,
+            description="latency-injected long-tail workload: a few episodes 10x longer (benchmarks, partial rollout)",
+            scorer="number_match",
+            agent_loops=(AGENT_NAME,),
+            defaults={"reward.custom_reward_function.reward_kwargs.scorer": "number_match"},
+            check_options=option_errors,
+        )
+    )
