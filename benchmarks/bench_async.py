@@ -9,7 +9,9 @@ The workload is ``parl.embedded.task=longtail`` (``verl_parl/tasks/longtail.py``
 prompt's episodes take ``--long-turns`` turns, the others ``--short-turns`` (10x by default), each turn a
 few generated tokens and ``--latency`` seconds of injected tool latency. Each mode runs
 ``python -m verl_parl.main`` once; seconds per step are verl's ``timing_s/step`` from ``metrics.jsonl``,
-step 1 excluded (start-up: the first generation and weight sync). Also reported: response tokens trained
+step 1 excluded (start-up: the first generation and weight sync). ``sync_fastpoll`` is ``sync`` with
+partial rollout's replay-buffer poll interval (``parl.partial_rollout.poll_interval_s``; verl polls every 2 s)
+and a budget no episode reaches: the baseline that isolates pausing from polling. Also reported: response tokens trained
 per step (``perf/total_num_tokens``), the staleness of what each mode trained (partial rollout: per
 episode, versions its oldest turn lags the trained policy, from ``partial_rollout.jsonl``; colocate_async:
 verl's per-step ``training/off_policy/trajectory_staleness_worst``), and partial rollout's pause counts.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +37,14 @@ from typing import Any
 TARGET_SPEEDUP = 1.5
 MODES: dict[str, tuple[str, ...]] = {
     "sync": ("trainer.v1.trainer_mode=sync",),
+    # verl's sync trainer with the partial-rollout sampler's poll interval and a budget no episode reaches:
+    # what partial rollout gains beyond polling verl's replay buffer more often
+    "sync_fastpoll": (
+        "trainer.v1.trainer_mode=sync",
+        "data.gen_batch_size=1",
+        "parl.partial_rollout.enable=true",
+        "parl.partial_rollout.max_turns_per_step=1000000",
+    ),
     "colocate_async": ("trainer.v1.trainer_mode=colocate_async",),
     "partial": (
         "trainer.v1.trainer_mode=sync",
@@ -64,8 +75,9 @@ def workload(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def run_mode(mode: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    """One training run of ``mode``; its per-step numbers."""
+def train(mode: str, args: argparse.Namespace, root: Path) -> float:
+    """``python -m verl_parl.main`` for ``mode`` in ``root/<mode>/run``; wall seconds. A run that fails before
+    its first step (Ray's start-up timing out on a loaded machine) is retried once; any other failure stops."""
     run_dir = root / mode / "run"
     overrides = [*workload(args), *MODES[mode]]
     if mode == "partial":
@@ -75,18 +87,38 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
         ]
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
     command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={run_dir}", *overrides]
-    started = time.perf_counter()
-    result = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - started
-    (root / f"{mode}.stderr.log").write_text(result.stderr)
-    if result.returncode != 0:
-        log = root / f"{mode}.stderr.log"
-        raise SystemExit(f"{mode}: python -m verl_parl.main failed (see {log}):\n{result.stderr[-3000:]}")
+    log = root / f"{mode}.stderr.log"
+    for attempt in (1, 2):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        started = time.perf_counter()
+        result = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
+        log.write_text(result.stderr)
+        if result.returncode == 0:
+            return time.perf_counter() - started
+        if (run_dir / "metrics.jsonl").exists() or attempt == 2:
+            raise SystemExit(f"{mode}: python -m verl_parl.main failed (see {log}):\n{result.stderr[-3000:]}")
+        print(f"[bench_async] {mode}: failed before its first step, retrying once", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
+
+
+def completed(run_dir: Path, steps: int) -> bool:
+    """Whether ``run_dir`` holds a finished run of ``steps`` steps (``--workdir`` reuse)."""
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.exists():
+        return False
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return max((r.get("training/global_step", 0) for r in records), default=0) >= steps
+
+
+def run_mode(mode: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """One training run of ``mode`` (or the finished one already in ``root``); its per-step numbers."""
+    run_dir = root / mode / "run"
+    wall = None if completed(run_dir, args.steps) else train(mode, args, root)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if "training/global_step" in r]
     timed = [r for r in steps if r["training/global_step"] >= 2]
     out: dict[str, Any] = {
-        "wall_s": wall,
+        "wall_s": wall,  # None: reused from --workdir
         "step_s": [r["timing_s/step"] for r in steps],
         "gen_s": [r.get("timing_s/gen") for r in steps],
         "tokens": [r.get("perf/total_num_tokens") for r in steps],
@@ -127,12 +159,15 @@ def report(results: dict[str, dict[str, Any]]) -> str:
         speedup = base / results["partial"]["mean_step_s"]
         verdict = "met" if speedup >= TARGET_SPEEDUP else "NOT met"
         rows.append(f"target: partial rollout >= {TARGET_SPEEDUP}x sync per step: {speedup:.2f}x, {verdict}")
+    if "sync_fastpoll" in results and "partial" in results:
+        speedup = results["sync_fastpoll"]["mean_step_s"] / results["partial"]["mean_step_s"]
+        rows.append(f"partial rollout vs sync with the same poll interval: {speedup:.2f}x")
     return "\n".join(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--modes", default="sync,colocate_async,partial")
+    parser.add_argument("--modes", default="sync,sync_fastpoll,colocate_async,partial")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--n-train", type=int, default=64)
     parser.add_argument("--long-every", type=int, default=4)
@@ -143,19 +178,24 @@ def main() -> None:
     parser.add_argument("--turn-budget", type=int, default=4, help="parl.partial_rollout.max_turns_per_step")
     parser.add_argument("--max-staleness", type=int, default=8, help="parl.partial_rollout.max_staleness")
     parser.add_argument("--out", type=Path, default=None, help="write the numbers as JSON here")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="run folders here (kept; a finished run of a mode is reused)"
+    )
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise SystemExit(f"--modes: unknown {unknown}; known: {sorted(MODES)}")
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="bench_async_"))
+    print(f"[bench_async] run folders in {root}", file=sys.stderr, flush=True)
     results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench_async_") as tmp:
-        for mode in modes:
-            print(f"[bench_async] {mode} ...", file=sys.stderr, flush=True)
-            results[mode] = run_mode(mode, args, Path(tmp))
+    for mode in modes:
+        print(f"[bench_async] {mode} ...", file=sys.stderr, flush=True)
+        results[mode] = run_mode(mode, args, root)
     print(report(results))
     if args.out:
-        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "results": results}, indent=1))
+        settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+        args.out.write_text(json.dumps({"args": settings, "results": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -38,13 +38,16 @@ def test_enabled_with_a_turn_budget_on_a_sync_run_has_no_errors() -> None:
 
 def test_every_bad_value_is_reported_at_once_with_its_key() -> None:
     with pytest.raises(ConfigError) as info:
-        parse_partial_rollout({"enable": True, "max_turns_per_step": 0, "stale_turns": "masc", "max_staleness": 0})
+        parse_partial_rollout(
+            {"enable": True, "max_turns_per_step": 0, "stale_turns": "masc", "max_staleness": 0, "poll_interval_s": 0}
+        )
     errors = info.value.errors
     assert "parl.partial_rollout.max_turns_per_step: must be null or an int >= 1, got 0" in errors
     rule = "parl.partial_rollout.stale_turns: 'masc' is not one of ['importance', 'mask', 'drop']"
     assert f"{rule} (did you mean 'mask'?)" in errors
     assert "parl.partial_rollout.max_staleness: must be null or an int >= 1, got 0" in errors
-    assert len(errors) == 3
+    assert "parl.partial_rollout.poll_interval_s: must be > 0, got 0" in errors
+    assert len(errors) == 4
 
 
 def test_unknown_keys_and_types_are_named() -> None:

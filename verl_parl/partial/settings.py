@@ -35,6 +35,7 @@ class PartialRolloutSettings:
     max_seconds_per_step: float | None = None
     stale_turns: str = "importance"
     max_staleness: int | None = 2
+    poll_interval_s: float = 0.2
 
     def __post_init__(self) -> None:
         errors: list[str] = []
@@ -49,6 +50,8 @@ class PartialRolloutSettings:
             )
         if self.max_staleness is not None and self.max_staleness < 1:
             errors.append(f"{SECTION}.max_staleness: must be null or an int >= 1, got {self.max_staleness}")
+        if not self.poll_interval_s > 0:
+            errors.append(f"{SECTION}.poll_interval_s: must be > 0, got {self.poll_interval_s}")
         if self.enable and self.max_turns_per_step is None and self.max_seconds_per_step is None:
             errors.append(f"{SECTION}: enable=true needs a budget: max_turns_per_step or max_seconds_per_step")
         if self.stale_turns == "drop" and self.max_staleness is None:
