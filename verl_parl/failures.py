@@ -23,7 +23,7 @@ import errno
 import os
 import signal
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +141,19 @@ def name_crashed_worker(exc: Exception, crashed: list[str]) -> Exception:
     root = list(causes(exc))[-1]
     error = f"{type(root).__name__}: {first_line(root)}"
     return WorkerDiedError(f"{crashed[0]}: The actor died, then the run failed ({error})")
+
+
+@contextlib.contextmanager
+def crashed_worker_named(crashed: Callable[[], list[str]] | None = None) -> Iterator[None]:
+    """Re-raise an error of the block as :func:`name_crashed_worker` of it and ``crashed()`` (by default
+    :func:`crashed_workers`, asked only when the block fails), ``from`` the original."""
+    try:
+        yield
+    except Exception as exc:
+        named = name_crashed_worker(exc, (crashed or crashed_workers)())
+        if named is exc:
+            raise
+        raise named from exc
 
 
 def crashed_workers() -> list[str]:

@@ -16,7 +16,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_parl import console, failures, resume
 from verl_parl.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
-from verl_parl.failures import exit_on_sigterm, signals_held
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
 SUMMARY_METRICS = (
@@ -186,16 +185,12 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
             ray.init(**ray_init_kwargs(cfg, run_dir))
-            exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
+            failures.exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
             try:
-                run_ppo(cfg, task_runner_class=TaskRunnerV1)
-            except Exception as exc:  # a crashed worker is the cause to name, however its loss surfaced
-                named = failures.name_crashed_worker(exc, failures.crashed_workers())
-                if named is exc:
-                    raise
-                raise named from exc
+                with failures.crashed_worker_named():  # however a dead worker's loss surfaced
+                    run_ppo(cfg, task_runner_class=TaskRunnerV1)
             finally:
-                with signals_held():  # a second Ctrl-C must not leave Ray's processes behind
+                with failures.signals_held():  # a second Ctrl-C must not leave Ray's processes behind
                     ray.shutdown()
         finally:
             steps.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -125,6 +126,17 @@ def test_standalone_frozen_server_as_named_ray_actor(model_path: Path) -> None:
         ray.shutdown()
 
 
+async def held_behind_an_abort(server: HFInferenceServer) -> asyncio.Future[Any]:
+    """At version 1, close the gate (``abort_all_requests``) and send a greedy request ``held``; returns
+    its future once the server reports it waiting behind the gate."""
+    await server.set_global_steps(1)
+    await server.abort_all_requests()
+    held = asyncio.ensure_future(server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="held"))
+    while (await server.stats())["gated"] != 1:
+        await asyncio.sleep(0.01)
+    return held
+
+
 def test_requests_wait_behind_an_abort_until_generation_resumes(model_path: Path) -> None:
     """verl's partial-rollout contract: after abort_all_requests new requests are held (or, with
     reject_request, answered as aborted with no tokens and no version, as vLLM does) until
@@ -133,13 +145,7 @@ def test_requests_wait_behind_an_abort_until_generation_resumes(model_path: Path
     async def scenario() -> None:
         server = make_server(model_path)
         try:
-            await server.set_global_steps(1)
-            await server.abort_all_requests()
-            held = asyncio.ensure_future(
-                server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="held")
-            )
-            while (await server.stats())["gated"] != 1:
-                await asyncio.sleep(0.01)
+            held = await held_behind_an_abort(server)
             assert not held.done()  # parked while the trainer updates the weights
             torch.manual_seed(0)
             await server.update_weights([(n, torch.randn_like(t)) for n, t in server.model.state_dict().items()], 2)
@@ -167,13 +173,7 @@ def test_a_request_woken_by_a_resume_stays_held_when_the_gate_closes_again_befor
     async def scenario() -> None:
         server = make_server(model_path)
         try:
-            await server.set_global_steps(1)
-            await server.abort_all_requests()
-            held = asyncio.ensure_future(
-                server.generate(prompt_ids=PROMPT, sampling_params=dict(GREEDY), request_id="held")
-            )
-            while (await server.stats())["gated"] != 1:
-                await asyncio.sleep(0.01)
+            held = await held_behind_an_abort(server)
             await server.resume_generation()  # wakes the held request ...
             report = await server.abort_all_requests()  # ... but the gate closes before it runs
             stats = await server.stats()

@@ -22,15 +22,7 @@ pytestmark = [
 ]
 
 
-def _cuda_devices() -> int:
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-@pytest.mark.skipif(_cuda_devices() < 2, reason="needs 2 NVIDIA GPUs")
+@pytest.mark.gpu(devices=2)
 def test_parl_swarm_under_separate_async(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     command = [

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from verl_parl.failures import crashed_workers, describe, log_traceback, name_crashed_worker
+from verl_parl.failures import (
+    WorkerDiedError,
+    crashed_worker_named,
+    crashed_workers,
+    describe,
+    log_traceback,
+    name_crashed_worker,
+)
 from verl_parl.launch import VERL_METRICS_FILE, MetricsMirror, read_verl_metrics, write_atomic
 
 # what Ray's ActorDiedError said when the test killed the FSDP worker (first lines)
@@ -78,6 +85,19 @@ def test_a_crashed_worker_is_named_whatever_error_the_run_then_raised(tmp_path: 
     assert name_crashed_worker(run_error, []) is run_error  # nothing crashed: the run's own error stands
     actor_error = RayTaskError(ActorDiedError(ACTOR_DIED))  # already names its worker, with Ray's words
     assert name_crashed_worker(actor_error, ["HFInferenceServer (pid 1)"]) is actor_error
+
+
+def test_a_failed_block_is_reraised_naming_the_crashed_worker() -> None:
+    error = RuntimeError("no materializable trajectories")
+    named = pytest.raises(WorkerDiedError, match=r"^WorkerDict \(pid 7\): The actor died")
+    with named as raised, crashed_worker_named(lambda: ["WorkerDict (pid 7)"]):
+        raise error
+    assert raised.value.__cause__ is error
+    with pytest.raises(RuntimeError) as unchanged, crashed_worker_named(lambda: []):
+        raise error
+    assert unchanged.value is error
+    with crashed_worker_named(lambda: pytest.fail("asked although nothing failed")):
+        pass
 
 
 def test_crashed_workers_lists_killed_processes_not_ray_kill(ray_cluster: None) -> None:

@@ -98,7 +98,7 @@ class FakeServer:
 
     def remote(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str) -> Any:
         async def out() -> Any:
-            return type("TokenOutput", (), {"token_ids": [self.rank, len(prompt_ids)]})()
+            return type("TokenOutput", (), {"token_ids": [self.rank, len(prompt_ids)], "stop_reason": "completed"})()
 
         return out()
 

@@ -314,22 +314,41 @@ async def test_killed_at_the_wall_clock_limit(code: str, make_sandbox: SandboxFa
 
 async def test_nothing_is_left_behind_after_a_kill(sandbox: LocalSandbox) -> None:
     # Precondition: processes of the sandbox uid killed by earlier tests (the fork bomb's) may still be
-    # exiting, and they count against the uid's shared RLIMIT_NPROC; this run's daemon fork failed on that
-    # once in a full suite run (2 of its 3 processes found). Start from a whole budget.
+    # exiting, and they count against the uid's shared RLIMIT_NPROC. Start from a whole budget.
     deadline = time.monotonic() + 30
     while processes_of_uid() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     marker = f"leftover-{uuid.uuid4().hex}"
+    # The code reports how each of its three processes started (a fork that hits EAGAIN is retried), so a
+    # failure here says whether the spawning or the host's scan came up short. The daemon's exec is
+    # confirmed through a close-on-exec pipe: EOF means /bin/sh replaced the forked Python.
     code = f"""
-import os, subprocess, time
-subprocess.Popen(["/bin/sh", "-c", "sleep 1000; :", "{marker}"])
-subprocess.Popen(["/bin/sh", "-c", "sleep 1000; :", "{marker}"], start_new_session=True)
-if os.fork() == 0:  # a daemon: double fork, new session
+import json, os, subprocess, time
+ARGV = ["/bin/sh", "-c", "sleep 1000; :", "{marker}"]
+def fork():
+    for _ in range(100):
+        try:
+            return os.fork()
+        except BlockingIOError:
+            time.sleep(0.1)
+    return os.fork()
+report = {{"popen": subprocess.Popen(ARGV).pid, "popen_session": subprocess.Popen(ARGV, start_new_session=True).pid}}
+read_end, write_end = os.pipe2(os.O_CLOEXEC)
+if fork() == 0:  # a daemon: double fork, new session
+    os.close(read_end)
     os.setsid()
-    if os.fork() == 0:
-        os.execv("/bin/sh", ["/bin/sh", "-c", "sleep 1000; :", "{marker}"])
+    try:
+        if fork() == 0:
+            os.execv("/bin/sh", ARGV)
+    except BaseException as exc:
+        os.write(write_end, repr(exc).encode())
     os._exit(0)
-print("spawned", flush=True)
+os.close(write_end)
+chunks = []
+while chunk := os.read(read_end, 4096):
+    chunks.append(chunk)
+report["daemon"] = b"".join(chunks).decode() or "exec'd"
+print(json.dumps(report), flush=True)
 time.sleep(1000)
 """
     async with sandbox.started(
@@ -337,11 +356,13 @@ time.sleep(1000)
     ) as spawned:
         pid = spawned.proc.pid
         assert spawned.proc.stdout is not None
-        assert await asyncio.wait_for(spawned.proc.stdout.readline(), 20) == b"spawned\n"
+        report = json.loads(await asyncio.wait_for(spawned.proc.stdout.readline(), 20))
+        assert report["daemon"] == "exec'd", report
         deadline = time.monotonic() + 20
         while len(host_processes_with(marker)) < 3 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert len(host_processes_with(marker)) >= 3  # the scan does find them while they run
+        found = host_processes_with(marker)
+        assert len(found) >= 3, f"the sandbox started 3 ({report}), the host scan found {found}"
         groups = list(spawned.cgroup.paths) if spawned.cgroup else []
     assert host_processes_with(marker) == []
     assert spawned.proc.returncode is not None  # reaped
