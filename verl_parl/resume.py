@@ -97,8 +97,9 @@ def read_metric_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def parse_metric_lines(text: str) -> tuple[list[dict[str, Any]], int]:
-    """The file-logger records ``{"step": int, "data": dict}`` of ``text``, and how many non-blank lines
-    were not such a record (a run stopped mid-write leaves a torn last line)."""
+    """The file-logger records ``{"step": int, "data": dict}`` of ``text`` (any step-keyed JSON lines, e.g.
+    ``partial_rollout.jsonl``'s), and how many non-blank lines were not such a record (a run stopped
+    mid-write leaves a torn last line)."""
     entries, skipped = [], 0
     for line in text.splitlines():
         if not line.strip():

@@ -23,7 +23,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from verl_parl.partial.board import PauseBoard
 from verl_parl.partial.episode import PauseGate
-from verl_parl.partial.ledger import LEDGER_FILE
+from verl_parl.partial.ledger import LEDGER_FILE, Ledger
 from verl_parl.partial.sampler import PausingSampler, pausing
 from verl_parl.partial.settings import PartialRolloutSettings
 from verl_parl.partial.staleness import PausedGroup
@@ -239,3 +239,51 @@ def test_groups_past_max_staleness_are_dropped_counted_and_never_trained(
     assert sum(m["parl/partial/dropped"] for m in metrics) == len(ledger.dropped)
     assert len(ledger.submitted) == len(ledger.trained) + len(ledger.dropped) + len(ledger.outstanding())
     assert max(m.get("parl/partial/staleness/max", 0) for m in metrics) <= 2
+
+
+class IdleBoard:
+    """A board with nothing paused (a resumed run's, before its episodes pause)."""
+
+    def take_paused(self) -> list[PausedGroup]:
+        return []
+
+    def release(self, policy_version: int, capacity: int, max_staleness: int | None) -> dict[str, list[str]]:
+        return {"resume": [], "drop": []}
+
+
+def test_a_resumed_run_rebuilds_the_ledger_and_drops_the_lost_paused_groups_as_restart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings = PartialRolloutSettings(enable=True, max_turns_per_step=3, stale_turns="mask", max_staleness=None)
+    train(monkeypatch, tmp_path, settings, steps=8)  # killed after step 8; its checkpoint was step 6
+    path = tmp_path / LEDGER_FILE
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    at_checkpoint = lines[5]["totals"]
+    assert Ledger.replay(lines[:6], "stale").summary() == at_checkpoint
+    assert at_checkpoint["outstanding"] > 0  # paused long episodes, lost with the killed run's workers
+    path.write_text(path.read_text() + '{"step": 9, "submi')  # a torn line of the killed run
+
+    submitted: list[int] = []
+    control = PartialRollout(settings, IdleBoard(), refill=lambda k: None, batch_size=BATCH, run_dir=tmp_path)
+    control.prepare_step(7, submitted.append)
+    assert submitted == [BATCH]
+    lost = control.ledger.dropped
+    assert len(lost) == at_checkpoint["outstanding"] and set(lost.values()) == {"restart"}
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
+
+    fresh = [f"r{i}" for i in range(BATCH)]
+    control.on_submit(fresh, 7)
+    metrics = control.on_trained([f"{uid}_0_0" for uid in fresh], [{} for _ in fresh], 7)
+    assert metrics["parl/partial/dropped"] == at_checkpoint["outstanding"]
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert last["step"] == 7 and last["drop_reasons"] == dict.fromkeys(last["dropped"], "restart")
+    totals = last["totals"]
+    assert totals["submitted"] == at_checkpoint["submitted"] + BATCH
+    assert totals["trained"] == at_checkpoint["trained"] + BATCH
+    assert totals["dropped_by_reason"] == {"restart": at_checkpoint["outstanding"]} and totals["outstanding"] == 0
+
+    # a run started afresh in the same folder (step 1) starts a new ledger file
+    PartialRollout(settings, IdleBoard(), refill=lambda k: None, batch_size=BATCH, run_dir=tmp_path).prepare_step(
+        1, lambda k: None
+    )
+    assert path.read_text() == ""

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LEDGER_FILE = "partial_rollout.jsonl"
+RESTART = "restart"
+"""Drop reason of the groups outstanding (paused or in flight) at the checkpoint a run resumed from: paused
+episodes live in the agent-loop workers' memory, which a restart loses."""
 
 
 class AccountingError(RuntimeError):
@@ -58,6 +61,26 @@ class Ledger:
             self.trained[uid] = step
             self.paused.discard(uid)
 
+    @classmethod
+    def replay(cls, records: list[dict[str, Any]], default_reason: str) -> Ledger:
+        """The ledger that wrote ``records`` (lines of :data:`LEDGER_FILE`, in step order), rebuilt event by event
+        in the order a step makes them: releases (resume, drop), dispatch, pauses, the trained batch. A drop
+        without a recorded reason (files written before reasons were) gets ``default_reason``."""
+        ledger = cls()
+        for record in records:
+            step = int(record["step"])
+            reasons = record.get("drop_reasons", {})
+            ledger.resume(list(record.get("resumed", [])))
+            for uid in record.get("dropped", []):
+                ledger.drop([uid], str(reasons.get(uid, default_reason)))
+            submitted = list(record.get("submitted", []))
+            indices = record.get("indices", {})
+            ledger.submit(submitted, step)
+            ledger.indices.update({uid: int(indices[uid]) for uid in submitted if uid in indices})
+            ledger.pause(list(record.get("paused", [])))
+            ledger.train(list(record.get("trained", [])), step)
+        return ledger
+
     def outstanding(self) -> set[str]:
         """Submitted, neither trained nor dropped: paused or in flight."""
         return set(self.submitted) - set(self.trained) - set(self.dropped)
@@ -76,13 +99,14 @@ class Ledger:
 
 def step_record(step: int, events: dict[str, list[str]], ledger: Ledger, staleness: list[float]) -> dict[str, Any]:
     """One line of :data:`LEDGER_FILE`: the step's events (uid lists: submitted, paused, resumed, dropped,
-    trained), the dataset index of each group submitted, the trained episodes' staleness values, and the
-    ledger's running summary (``totals``)."""
+    trained), the dataset index of each group submitted, each dropped group's reason, the trained episodes'
+    staleness values, and the ledger's running summary (``totals``)."""
     indices = {uid: ledger.indices[uid] for uid in events.get("submitted", []) if uid in ledger.indices}
     return {
         "step": step,
         **{k: sorted(v) for k, v in events.items()},
         "indices": indices,
+        "drop_reasons": {uid: ledger.dropped[uid] for uid in events.get("dropped", []) if uid in ledger.dropped},
         "staleness": staleness,
         "totals": ledger.summary(),
     }

@@ -5,6 +5,11 @@ Per step: ``prepare_step`` releases the paused groups (resume, or drop past ``ma
 ``train_batch_size - resumed`` fresh prompts; while verl samples, each group that pauses is refilled with one
 fresh prompt (:meth:`on_poll`); when the step is trained its groups enter the :class:`Ledger` (a group trained
 twice raises) and the step's events go to ``<run folder>/partial_rollout.jsonl``.
+
+A run resumed from the checkpoint of step ``S`` (its first step is ``S + 1``) rebuilds the ledger from the
+file's lines of steps ``<= S`` (later lines were not checkpointed: the resumed run writes them again); the
+groups outstanding then were paused or in flight in the killed run's workers and are gone, so they are dropped
+with reason :data:`~verl_parl.partial.ledger.RESTART`, counted in the first resumed step's metrics.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from verl_parl.partial.board import DROP, RESUME
-from verl_parl.partial.ledger import LEDGER_FILE, Ledger, step_record
+from verl_parl.partial.ledger import LEDGER_FILE, RESTART, Ledger, step_record
 from verl_parl.partial.settings import PartialRolloutSettings
 from verl_parl.partial.staleness import PausedGroup, distribution
+from verl_parl.resume import parse_metric_lines
 
 PREFIX = "parl/partial"
 DROP_REASON = "stale"
@@ -79,6 +85,25 @@ class PartialRollout:
         self.to_evict: set[str] = set()  # dropped while paused, evicted once verl marks them finished
         self.events: dict[str, list[str]] = defaultdict(list)
         self.in_buffer = 0
+        self.started = False
+
+    def start(self, step: int) -> None:
+        """At the run's first step ``step``: a fresh ledger file at step 1; else the ledger of the checkpoint
+        ``step - 1`` resumed from, its outstanding groups dropped (:data:`RESTART`). See the module docstring."""
+        self.started = True
+        if self.run_dir is None:
+            return
+        path = self.run_dir / LEDGER_FILE
+        records = parse_metric_lines(path.read_text(errors="replace"))[0] if path.is_file() and step > 1 else []
+        kept = [r for r in records if isinstance(r.get("step"), int) and r["step"] < step]
+        self.ledger = Ledger.replay(kept, DROP_REASON)
+        lost = sorted(self.ledger.outstanding())
+        self.ledger.drop(lost, RESTART)
+        self.events["dropped"].extend(lost)
+        if path.is_file():
+            tmp = path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            tmp.replace(path)
 
     def on_poll(self) -> None:
         """Groups that paused since the last poll: into the buffer, each slot refilled with one fresh prompt."""
@@ -92,6 +117,8 @@ class PartialRollout:
     def prepare_step(self, step: int, submit: Callable[[int], Any]) -> None:
         """Release the paused groups under the policy of ``step`` (version ``step - 1``) and fill the rest of
         the step's batch with fresh prompts."""
+        if not self.started:
+            self.start(step)
         released = self.board.release(step - 1, self.batch_size, self.settings.max_staleness)
         resumed, dropped = released[RESUME], released[DROP]
         self.ledger.resume(resumed)
