@@ -1,6 +1,9 @@
-"""GPU: a vllm dedicated frozen group (one replica of the tiny model) started by name, generating tokens.
+"""GPU: a dedicated frozen group on vLLM or SGLang (one replica of the tiny model) started by name, generating
+tokens.
 
-Marked ``gpu`` and skipped without CUDA or vLLM. Run: ``python -m pytest tests/gpu -q -m gpu``.
+NEVER RUN ON A GPU BY US OR BY CI (written on a CPU-only machine against verl's rollout-replica API): marked
+``gpu`` and skipped without CUDA, and each engine's case without its package. Run:
+``python -m pytest tests/gpu -q -m gpu``.
 """
 
 from __future__ import annotations
@@ -10,13 +13,13 @@ import importlib.util
 
 import pytest
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vllm"),
-]
+pytestmark = pytest.mark.gpu
 
 
-def test_vllm_dedicated_group_generates(tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_dedicated_group_generates(engine: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    if importlib.util.find_spec(engine) is None:
+        pytest.skip(f"needs {engine}")
     import ray
 
     from verl_parl.frozen import frozen_group_metrics, get_backend
@@ -25,7 +28,7 @@ def test_vllm_dedicated_group_generates(tmp_path_factory: pytest.TempPathFactory
     from verl_parl.swarm.config import SubagentServing
 
     model = build_tiny_model(cache_dir=tmp_path_factory.mktemp("tiny"), progress=False)
-    serving = SubagentServing(model_path=str(model), engine="vllm", instances=1, max_model_len=512)
+    serving = SubagentServing(model_path=str(model), engine=engine, instances=1, max_model_len=512)
     ray.init(num_gpus=1, include_dashboard=False)
     try:
         backend = get_backend(serving, server_manager=None)

@@ -1,0 +1,53 @@
+"""GPU: ``parl_swarm`` on verl's ``sync`` trainer with the policy served by SGLang (2 steps, one GPU).
+
+NEVER RUN ON A GPU BY US OR BY CI (written on a CPU-only machine against verl's documented rollout options):
+marked ``gpu`` and skipped without CUDA or SGLang. The tiny offline model trains (nothing downloaded); its
+SGLang server also serves the subagents (``parl.subagent.mode=shared``: a dedicated SGLang group would need
+a GPU of its own; ``tests/gpu/test_frozen_engine_gpu.py`` starts one). Run: ``python -m pytest tests/gpu -q -m gpu``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="needs sglang"),
+]
+
+
+def test_parl_swarm_with_an_sglang_policy_server(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "verl_parl.main",
+        "profile=gpu",
+        "embedded=arithmetic",
+        f"parl.output_dir={run_dir}",
+        "actor_rollout_ref.rollout.name=sglang",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+        "trainer.n_gpus_per_node=1",
+        "data.train_batch_size=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "trainer.total_training_steps=2",
+        "trainer.test_freq=2",
+        "reward.reward_manager.name=parl",
+        "parl.subagent.mode=shared",
+    ]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=1800, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if "training/global_step" in r]
+    assert [r["training/global_step"] for r in train] == [1, 2]
+    for record in train:
+        assert record["parl/critical_steps/mean"] >= 1 and "parl/reward/r_perf" in record
+    assert any("val-parl/episodes" in r for r in records)
