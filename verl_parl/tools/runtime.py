@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import statistics
 import time
@@ -38,6 +39,7 @@ from typing import Any, Literal
 
 import jsonschema
 
+from verl_parl.deadline import within
 from verl_parl.tools.base import Tool, ToolError, ToolSession, is_session_tool
 
 __all__ = [
@@ -196,14 +198,20 @@ def validate_arguments(schema: dict[str, Any], arguments: Any) -> list[str]:
 
 
 class ArgumentValidator:
-    """A function schema's ``parameters`` compiled once (compiling costs ~100 µs, checking ~10 µs)."""
+    """A function schema's ``parameters`` compiled once (compiling costs ~100 µs, checking ~10 µs).
+
+    The jsonschema validator is built at its first use: a flat schema's valid calls never need it,
+    and a swarm builds a :class:`ToolRuntime` (so a validator) per subagent for raw tools."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
         params = dict(schema.get("function", {}).get("parameters") or {"type": "object", "properties": {}})
         params.setdefault("additionalProperties", False)
         self.params = params
-        self._validator = jsonschema.Draft202012Validator(params)
         self._flat = _flat_types(params)
+
+    @functools.cached_property
+    def _validator(self) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator(self.params)
 
     def problems(self, arguments: Any) -> list[str]:
         """See :func:`validate_arguments`."""
@@ -358,7 +366,7 @@ class ToolRuntime:
         self._in_flight += 1
         runner = session if session is not None else self.tool
         try:
-            text = await asyncio.wait_for(runner.run(arguments), timeout=self.limits.timeout_s)
+            text = await within(runner.run(arguments), self.limits.timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
             return "timeout", f"error: {self.name} timed out after {self.limits.timeout_s:g} s"
         except ToolError as exc:
