@@ -136,9 +136,7 @@ def _per_piece(step: dict[str, Any]) -> bool:
 def _cuts(encoding: Any, text: str, hard: dict[int, str]) -> list[tuple[int, int]]:
     """(start, end) in ``text`` of each token of ``encoding`` that is one of the ``hard`` added tokens."""
     return [
-        (s, e)
-        for i, (s, e) in zip(encoding.ids, encoding.offsets, strict=True)
-        if i in hard and text[s:e] == hard[i]
+        (s, e) for i, (s, e) in zip(encoding.ids, encoding.offsets, strict=True) if i in hard and text[s:e] == hard[i]
     ]
 
 
