@@ -252,6 +252,7 @@ class PromptBuilder:
     def __init__(self, tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> None:
         self.tokenizer, self.messages, self.schemas = tokenizer, messages, schemas
         self.segment = segment_for(tokenizer)
+        self.eos_id = tokenizer.eos_token_id  # read once: the wrapper's attribute costs ~5 µs per read
         self.ids = initial_ids(tokenizer, messages, schemas)
 
     def reset(self, messages: list[dict[str, Any]]) -> None:
@@ -266,7 +267,6 @@ class PromptBuilder:
         if self.segment is None or isinstance(generated, str):
             self.ids = render_ids(self.tokenizer, self.messages, self.schemas)
             return
-        eos_id = self.tokenizer.eos_token_id
-        ended = bool(generated) and generated[-1] == eos_id
+        ended = bool(generated) and generated[-1] == self.eos_id
         opening, joined = self.segment.opening(ended), self.segment.sep.join(observations)
         self.ids = [*self.ids, *generated, *framed_ids(self.tokenizer, opening, joined, self.segment.tail)]

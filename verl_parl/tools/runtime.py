@@ -292,14 +292,18 @@ class ToolRuntime:
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore] | None = None
         self._in_flight = 0
 
     def _semaphore(self) -> asyncio.Semaphore:
         # one per event loop: an asyncio semaphore is bound to the loop that first waits on it
         loop = asyncio.get_running_loop()
+        if self._last is not None and self._last[0]() is loop:  # the common case: no weak-dict lookup
+            return self._last[1]
         if loop not in self._semaphores:
             self._semaphores[loop] = asyncio.Semaphore(self.limits.max_concurrency)
-        return self._semaphores[loop]
+        self._last = (weakref.ref(loop), self._semaphores[loop])
+        return self._last[1]
 
     @property
     def schema(self) -> dict[str, Any]:
