@@ -289,21 +289,28 @@ class ToolRuntime:
         self.name = name or tool_name(tool.schema)
         self.metrics = ToolMetrics()
         self._validator = ArgumentValidator(tool.schema)
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore] | None = None
+        # one semaphore per event loop: the first loop's kept here, others' in a weak dictionary built
+        # only when a second loop calls (6 more objects for the garbage collector to scan in each of
+        # the runtimes a swarm builds per subagent for raw tools)
+        self._first: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore] | None = None
+        self._others: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._in_flight = 0
 
     def _semaphore(self) -> asyncio.Semaphore:
         # one per event loop: an asyncio semaphore is bound to the loop that first waits on it
         loop = asyncio.get_running_loop()
-        if self._last is not None and self._last[0]() is loop:  # the common case: no weak-dict lookup
-            return self._last[1]
-        if loop not in self._semaphores:
-            self._semaphores[loop] = asyncio.Semaphore(self.limits.max_concurrency)
-        self._last = (weakref.ref(loop), self._semaphores[loop])
-        return self._last[1]
+        if self._first is not None and self._first[0]() is loop:
+            return self._first[1]
+        if self._others is not None and loop in self._others:
+            return self._others[loop]
+        semaphore = asyncio.Semaphore(self.limits.max_concurrency)
+        if self._first is None or self._first[0]() is None:  # the first loop, or the first loop is gone
+            self._first = (weakref.ref(loop), semaphore)
+        else:
+            if self._others is None:
+                self._others = weakref.WeakKeyDictionary()
+            self._others[loop] = semaphore
+        return semaphore
 
     @property
     def schema(self) -> dict[str, Any]:
