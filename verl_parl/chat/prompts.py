@@ -92,7 +92,8 @@ def _frame(tokenizer: Any, left: str, right: str) -> Frame | None:
         return None
     try:
         added = backend.get_added_tokens_decoder()
-        steps = [json.loads(part.__getstate__()) for part in (backend.normalizer, backend.pre_tokenizer) if part]
+        parts = (backend.normalizer, backend.pre_tokenizer)
+        steps = [json.loads(part.__getstate__()) for part in parts if part is not None]
     except (AttributeError, TypeError, ValueError):
         return None
     if not all(_per_piece(step) for step in steps):
