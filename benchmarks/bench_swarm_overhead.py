@@ -12,6 +12,11 @@ almost nothing, so this is the orchestration's own cost) and the CPU time spent 
 collector; ``--profile`` runs it once more under cProfile and prints the top functions by cumulative
 CPU time to stderr.
 
+``--workers 1 2`` runs the parallel plan once more per worker count N, its episodes split over N
+processes as verl splits a batch over ``actor_rollout_ref.rollout.agent.num_workers`` agent-loop
+workers (each process with its own latency server, started together after loading); it prints each
+count's overhead factor (wall from the first start to the last end) and CPU per subagent step.
+
 Part 2 (real CPU server): the same two plans on the hf server with the tiny model (batched decoding).
 """
 
@@ -23,6 +28,7 @@ import cProfile
 import gc
 import io
 import json
+import multiprocessing
 import pstats
 import sys
 import time
@@ -151,6 +157,56 @@ def latency_part(tokenizer: Any, args: argparse.Namespace) -> None:
     print(f"  swarm vs serial wall time for the same work: {s_wall / wall:.1f}x faster")
 
 
+def split_episodes(episodes: int, workers: int) -> list[int]:
+    """Episodes per worker: equal shares, the first ``episodes % workers`` one more (none empty)."""
+    base, extra = divmod(episodes, workers)
+    return [base + (i < extra) for i in range(min(workers, episodes))]
+
+
+def _worker(model_path: str, barrier: Any, results: Any, episodes: int, args: argparse.Namespace) -> None:
+    """One agent-loop worker process: its share of the parallel plan, timed from a common start."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    freeze_startup_heap()
+    server = LatencyServer(tokenizer, args.delay, args.lookups)
+    asyncio.run(timed(1, server, tokenizer, min(args.subagents, 8), True, 0.0))  # first-use costs (templates)
+    barrier.wait()
+    start, cpu = time.perf_counter(), time.process_time()  # CLOCK_MONOTONIC: comparable across processes
+    _, critical = asyncio.run(timed(episodes, server, tokenizer, args.subagents, True, args.delay))
+    results.put((start, time.perf_counter(), time.process_time() - cpu, critical))
+
+
+def workers_part(model_path: str, args: argparse.Namespace) -> None:
+    """The parallel plan with its episodes split over N processes, for each N in ``args.workers``, the
+    counts taking turns ``args.repeat`` times (a shared machine's load drifts); medians per count."""
+    steps = args.episodes * args.subagents * (args.lookups + 1)
+    runs: dict[int, list[tuple[float, float]]] = {n: [] for n in args.workers}
+    for _ in range(args.repeat):
+        for workers in args.workers:
+            wall, critical, cpu = run_split(model_path, args, split_episodes(args.episodes, workers))
+            runs[workers].append((wall / (critical * args.delay), cpu / steps * 1e6))
+    for workers, results in runs.items():
+        factors, cpus = sorted(f for f, _ in results), sorted(c for _, c in results)
+        print(f"  {workers} worker process(es), episodes {split_episodes(args.episodes, workers)}: "
+              f"wall / (critical x D) median {factors[len(factors) // 2]:.3f} (runs {[round(f, 2) for f in factors]}), "
+              f"CPU {cpus[len(cpus) // 2]:.0f} us per subagent step")  # fmt: skip
+
+
+def run_split(model_path: str, args: argparse.Namespace, shares: list[int]) -> tuple[float, int, float]:
+    """One run over ``len(shares)`` processes: wall (first start to last end), critical steps, total CPU s."""
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(len(shares)), context.Queue()
+    processes = [context.Process(target=_worker, args=(model_path, barrier, results, share, args)) for share in shares]
+    for process in processes:
+        process.start()
+    done = [results.get() for _ in processes]
+    for process in processes:
+        process.join()
+    wall = max(end for _, end, _, _ in done) - min(start for start, _, _, _ in done)
+    return wall, max(c for *_, c in done), sum(cpu for _, _, cpu, _ in done)
+
+
 def profile_part(plan: tuple[Any, ...], top: int = 40) -> None:
     """The parallel plan once more under cProfile; the top functions by cumulative CPU time to stderr."""
     profiler = cProfile.Profile(time.process_time)
@@ -200,6 +256,10 @@ def main() -> None:
     parser.add_argument("--real-subagents", type=int, default=8)
     parser.add_argument("--skip-serial", action="store_true", help="part 1 without the (slow) serial plan")
     parser.add_argument("--profile", action="store_true", help="cProfile part 1's parallel plan (to stderr)")
+    parser.add_argument(
+        "--workers", type=int, nargs="*", default=[], help="also run the parallel plan split over N processes, per N"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="runs per worker count (--workers)")
     args = parser.parse_args()
     from transformers import AutoTokenizer
 
@@ -209,6 +269,8 @@ def main() -> None:
     frozen = freeze_startup_heap()
     print(f"startup heap frozen (gc.freeze): {frozen}, {gc.get_freeze_count()} objects")
     latency_part(tokenizer, args)
+    if args.workers:
+        workers_part(model_path, args)
     if args.real_episodes > 0:
         real_server_part(model_path, tokenizer, args)
 

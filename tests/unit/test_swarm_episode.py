@@ -363,6 +363,43 @@ def test_cached_system_prefix_gives_the_full_render(tokenizer: Any) -> None:
             assert initial_ids(tokenizer, messages, schemas) == render_ids(tokenizer, messages, schemas)
 
 
+def test_framed_encoding_equals_encoding_the_whole_text(tokenizer: Any) -> None:
+    import random
+
+    from verl_parl.chat.prompts import encode, framed_ids, probe_user_segment, segment_for
+
+    segment, user = segment_for(tokenizer), probe_user_segment(tokenizer)
+    assert segment is not None and user is not None
+    frames = [(segment.opening(True), segment.tail), (segment.opening(False), segment.tail), (user.head, user.tail)]
+    # pieces that could merge across a cut: added tokens whole and in parts, NFC-combining marks, spaces
+    atoms = ["value", " ", "  ", "\n", "\r\n", "<tool_response>", "</tool_response>", "<|im_end|>", "<tool_"]
+    atoms += ["response>", ">", "\u0338", "<", "|", "im_end|>", "e\u0301", "数字", "'s", "x" * 5, ""]
+    rng = random.Random(0)
+    for _ in range(500):
+        middle = "".join(rng.choice(atoms) for _ in range(rng.randrange(0, 6)))
+        for left, right in frames:
+            assert framed_ids(tokenizer, left, middle, right) == encode(tokenizer, left + middle + right), middle
+
+
+@pytest.mark.parametrize("scheme", ["first", "always"])
+def test_framed_encoding_of_a_metaspace_tokenizer(scheme: str) -> None:
+    """Metaspace marks only the piece at offset 0 under prepend_scheme "first": no cut there."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from verl_parl.chat import prompts
+
+    vocab = {"[UNK]": 0, "▁a": 1, "a": 2, "▁": 3, "\n": 4}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme=scheme)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, additional_special_tokens=["<s>", "</s>"])
+    left, right = "<s>\n", "\n</s>"
+    assert (prompts._frame(tokenizer, left, right) is None) == (scheme == "first")
+    for middle in ["a", " a", "a a", ""]:
+        expected = tokenizer.encode(left + middle + right, add_special_tokens=False)
+        assert prompts.framed_ids(tokenizer, left, middle, right) == expected
+
+
 def test_each_subagent_gets_its_own_tool_session_closed_when_it_ends(tokenizer: Any) -> None:
     class Notebook:
         """A session tool: each session remembers the keys looked up in it."""

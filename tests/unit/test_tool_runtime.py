@@ -117,6 +117,25 @@ async def test_concurrency_limit_is_per_tool() -> None:
     assert first.peak == 2 and second.peak == 2  # each limited, neither starved by the other
 
 
+def test_concurrency_limit_holds_in_each_event_loop() -> None:
+    tool = Echo(delay=0.01)
+    runtime = ToolRuntime(tool, ToolLimits(max_concurrency=2))
+
+    async def burst() -> list[str]:
+        results = await asyncio.gather(*(runtime.call({"text": "x"}) for _ in range(6)))
+        return [r.text for r in results]
+
+    loops = [asyncio.new_event_loop() for _ in range(3)]  # alive together: each needs its own semaphore
+    try:
+        for loop in [*loops, loops[0], loops[2], loops[1]]:
+            assert loop.run_until_complete(burst()) == ["x"] * 6
+            assert tool.peak == 2
+    finally:
+        for loop in loops:
+            loop.close()
+    assert asyncio.run(burst()) == ["x"] * 6 and tool.peak == 2  # a new loop once the others are gone
+
+
 def test_truncate_says_so_and_respects_budget() -> None:
     text, cut = truncate("x" * 1000, 200)
     assert cut and len(text) <= 200

@@ -57,6 +57,91 @@ def decode(tokenizer: Any, ids: list[int]) -> str:
 
 
 @dataclass(frozen=True)
+class Frame:
+    """Fixed text around a variable part, cut at added tokens the tokenizer provably splits on:
+    ``left_ids`` + tokens of ``left_rest + middle + right_rest`` + ``right_ids``."""
+
+    left_ids: list[int]
+    left_rest: str
+    right_rest: str
+    right_ids: list[int]
+
+
+def framed_ids(tokenizer: Any, left: str, middle: str, right: str) -> list[int]:
+    """``encode(tokenizer, left + middle + right)``, tokenizing only the text between the fixed parts'
+    innermost safe added tokens (the fixed parts' ids are cached). Tokenizing costs ~0.3 µs per
+    character, and the chat template's fixed text is most of a tool-response segment."""
+    key = (id(tokenizer), left, right)
+    if key not in _FRAMES:
+        if len(_FRAMES) >= _MAX_PREFIXES:
+            _FRAMES.pop(next(iter(_FRAMES)))
+        _FRAMES[key] = _frame(tokenizer, left, right)
+    frame = _FRAMES[key]
+    if frame is None:
+        return encode(tokenizer, left + middle + right)
+    return [*frame.left_ids, *encode(tokenizer, frame.left_rest + middle + frame.right_rest), *frame.right_ids]
+
+
+def _frame(tokenizer: Any, left: str, right: str) -> Frame | None:
+    """Where ``left`` and ``right`` can be cut, or None. The Rust tokenizer splits its input at added
+    tokens first, and normalizes, pre-tokenizes and tokenizes each piece on its own; a cut after (or
+    before) an added token that is not normalized, strips nothing and is not single-word is a piece
+    boundary whatever the variable text is, provided no added token could match across the cut."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.truncation or backend.padding or getattr(backend, "encode_special_tokens", False):
+        return None
+    try:
+        added = backend.get_added_tokens_decoder()
+        parts = (backend.normalizer, backend.pre_tokenizer)
+        steps = [json.loads(part.__getstate__()) for part in parts if part is not None]
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if not all(_per_piece(step) for step in steps):
+        return None
+    hard = {
+        i: t.content
+        for i, t in added.items()
+        if not (t.normalized or t.lstrip or t.rstrip or t.single_word) and t.content
+    }
+    contents = [t.content for t in added.values() if t.content]
+    cut_left = _cuts(backend.encode(left, add_special_tokens=False), left, hard)
+    cut_right = _cuts(backend.encode(right, add_special_tokens=False), right, hard)
+    end = max((e for _, e in cut_left), default=0)
+    start = min((s for s, _ in cut_right), default=len(right))
+    # a token that begins within left[:end] and goes on, or ends within right[start:] and began before
+    while end and any(left[:end].endswith(c[:j]) for c in contents for j in range(1, len(c))):
+        end = max((e for _, e in cut_left if e < end), default=0)
+    while start < len(right) and any(right[start:].startswith(c[j:]) for c in contents for j in range(1, len(c))):
+        start = min((s for s, _ in cut_right if s > start), default=len(right))
+    if not end and start == len(right):
+        return None
+    return Frame(encode(tokenizer, left[:end]), left[end:], right[:start], encode(tokenizer, right[start:]))
+
+
+# normalizers and pre-tokenizers that treat each piece alike wherever it sits in the input (Metaspace's
+# prepend_scheme "first" does not: it marks only the piece at offset 0)
+_PER_PIECE = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "ByteLevel", "Split", "Digits", "Whitespace"}
+_PER_PIECE |= {"WhitespaceSplit", "Punctuation"}
+
+
+def _per_piece(step: dict[str, Any]) -> bool:
+    kind = step.get("type")
+    if kind == "Sequence":
+        parts = step.get("normalizers", step.get("pretokenizers"))
+        return isinstance(parts, list) and all(isinstance(p, dict) and _per_piece(p) for p in parts)
+    if kind == "Metaspace":
+        return step.get("prepend_scheme") in {"always", "never"}
+    return kind in _PER_PIECE
+
+
+def _cuts(encoding: Any, text: str, hard: dict[int, str]) -> list[tuple[int, int]]:
+    """(start, end) in ``text`` of each token of ``encoding`` that is one of the ``hard`` added tokens."""
+    return [
+        (s, e) for i, (s, e) in zip(encoding.ids, encoding.offsets, strict=True) if i in hard and text[s:e] == hard[i]
+    ]
+
+
+@dataclass(frozen=True)
 class ToolSegment:
     """Text around tool responses: ``after_eos + head + m1 + sep + m2 ... + tail``."""
 
@@ -67,8 +152,11 @@ class ToolSegment:
     tail: str
 
     def text(self, observations: list[str], generated_ended_with_eos: bool) -> str:
-        closing = self.after_eos if generated_ended_with_eos else self.eos_text + self.after_eos
-        return closing + self.head + self.sep.join(observations) + self.tail
+        return self.opening(generated_ended_with_eos) + self.sep.join(observations) + self.tail
+
+    def opening(self, generated_ended_with_eos: bool) -> str:
+        """The text before the first observation."""
+        return (self.after_eos if generated_ended_with_eos else self.eos_text + self.after_eos) + self.head
 
 
 def probe_segment(tokenizer: Any) -> ToolSegment | None:
@@ -126,6 +214,7 @@ def probe_user_segment(tokenizer: Any) -> UserSegment | None:
 _SEGMENTS: dict[int, ToolSegment | None] = {}
 _USER_SEGMENTS: dict[int, UserSegment | None] = {}
 _PREFIXES: dict[tuple[int, str, str], list[int]] = {}
+_FRAMES: dict[tuple[int, str, str], Frame | None] = {}
 _MAX_PREFIXES = 256
 
 
@@ -155,8 +244,7 @@ def initial_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[di
             messages[:1], tools=schemas or None, tokenize=False, add_generation_prompt=False
         )
         _PREFIXES[cache_key] = encode(tokenizer, prefix)
-    task = user.head + messages[1]["content"] + user.tail
-    return [*_PREFIXES[cache_key], *encode(tokenizer, task)]
+    return [*_PREFIXES[cache_key], *framed_ids(tokenizer, user.head, messages[1]["content"], user.tail)]
 
 
 class PromptBuilder:
@@ -165,6 +253,7 @@ class PromptBuilder:
     def __init__(self, tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> None:
         self.tokenizer, self.messages, self.schemas = tokenizer, messages, schemas
         self.segment = segment_for(tokenizer)
+        self.eos_id = tokenizer.eos_token_id  # read once: the wrapper's attribute costs ~5 µs per read
         self.ids = initial_ids(tokenizer, messages, schemas)
 
     def reset(self, messages: list[dict[str, Any]]) -> None:
@@ -179,7 +268,6 @@ class PromptBuilder:
         if self.segment is None or isinstance(generated, str):
             self.ids = render_ids(self.tokenizer, self.messages, self.schemas)
             return
-        eos_id = self.tokenizer.eos_token_id
-        ended = bool(generated) and generated[-1] == eos_id
-        text = self.segment.text(observations, generated_ended_with_eos=ended)
-        self.ids = [*self.ids, *generated, *encode(self.tokenizer, text)]
+        ended = bool(generated) and generated[-1] == self.eos_id
+        opening, joined = self.segment.opening(ended), self.segment.sep.join(observations)
+        self.ids = [*self.ids, *generated, *framed_ids(self.tokenizer, opening, joined, self.segment.tail)]

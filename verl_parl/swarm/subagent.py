@@ -19,6 +19,7 @@ from verl_parl.chat.prompts import PromptBuilder, decode, encode
 from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.context.summarizer import make_summarizer
+from verl_parl.deadline import within
 from verl_parl.tools.base import Tool
 from verl_parl.tools.runtime import ToolBox
 
@@ -119,9 +120,9 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
             result.message, result.status = content or text.strip(), "ok"
             return
         result.tool_calls += len(calls)
-        observations = await asyncio.gather(
-            *(_timed(result.trace[-1]["tools"], clock, _observe(tools, policy, own, call), call) for call in calls)
-        )
+        work = [_timed(result.trace[-1]["tools"], clock, _observe(tools, policy, own, call), call) for call in calls]
+        # one call (the common case) runs in this task: gather would wrap it in a task of its own
+        observations = [await work[0]] if len(work) == 1 else await asyncio.gather(*work)
         prompt.extend(generated, assistant_message(content, calls), list(observations))
         if (
             context is not None
@@ -192,7 +193,7 @@ async def run_subagent(
     result.start = clock()
     try:
         async with ToolBox(tools.values()) as box:
-            await asyncio.wait_for(
+            await within(
                 _loop(result, clock, backend, tokenizer, messages, box, limits, sampling_params, context),
                 limits.timeout_s,
             )

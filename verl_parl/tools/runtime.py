@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import statistics
 import time
@@ -38,6 +39,7 @@ from typing import Any, Literal
 
 import jsonschema
 
+from verl_parl.deadline import within
 from verl_parl.tools.base import Tool, ToolError, ToolSession, is_session_tool
 
 __all__ = [
@@ -196,14 +198,20 @@ def validate_arguments(schema: dict[str, Any], arguments: Any) -> list[str]:
 
 
 class ArgumentValidator:
-    """A function schema's ``parameters`` compiled once (compiling costs ~100 µs, checking ~10 µs)."""
+    """A function schema's ``parameters`` compiled once (compiling costs ~100 µs, checking ~10 µs).
+
+    The jsonschema validator is built at its first use: a flat schema's valid calls never need it,
+    and a swarm builds a :class:`ToolRuntime` (so a validator) per subagent for raw tools."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
         params = dict(schema.get("function", {}).get("parameters") or {"type": "object", "properties": {}})
         params.setdefault("additionalProperties", False)
         self.params = params
-        self._validator = jsonschema.Draft202012Validator(params)
         self._flat = _flat_types(params)
+
+    @functools.cached_property
+    def _validator(self) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator(self.params)
 
     def problems(self, arguments: Any) -> list[str]:
         """See :func:`validate_arguments`."""
@@ -281,17 +289,28 @@ class ToolRuntime:
         self.name = name or tool_name(tool.schema)
         self.metrics = ToolMetrics()
         self._validator = ArgumentValidator(tool.schema)
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
+        # one semaphore per event loop: the first loop's kept here, others' in a weak dictionary built
+        # only when a second loop calls (6 more objects for the garbage collector to scan in each of
+        # the runtimes a swarm builds per subagent for raw tools)
+        self._first: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore] | None = None
+        self._others: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._in_flight = 0
 
     def _semaphore(self) -> asyncio.Semaphore:
         # one per event loop: an asyncio semaphore is bound to the loop that first waits on it
         loop = asyncio.get_running_loop()
-        if loop not in self._semaphores:
-            self._semaphores[loop] = asyncio.Semaphore(self.limits.max_concurrency)
-        return self._semaphores[loop]
+        if self._first is not None and self._first[0]() is loop:
+            return self._first[1]
+        if self._others is not None and loop in self._others:
+            return self._others[loop]
+        semaphore = asyncio.Semaphore(self.limits.max_concurrency)
+        if self._first is None or self._first[0]() is None:  # the first loop, or the first loop is gone
+            self._first = (weakref.ref(loop), semaphore)
+        else:
+            if self._others is None:
+                self._others = weakref.WeakKeyDictionary()
+            self._others[loop] = semaphore
+        return semaphore
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -358,7 +377,7 @@ class ToolRuntime:
         self._in_flight += 1
         runner = session if session is not None else self.tool
         try:
-            text = await asyncio.wait_for(runner.run(arguments), timeout=self.limits.timeout_s)
+            text = await within(runner.run(arguments), self.limits.timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
             return "timeout", f"error: {self.name} timed out after {self.limits.timeout_s:g} s"
         except ToolError as exc:
