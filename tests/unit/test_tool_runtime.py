@@ -9,7 +9,15 @@ import pytest
 import yaml
 
 from verl_parl.tools.base import ToolError
-from verl_parl.tools.runtime import ToolBox, ToolLimits, ToolMetrics, ToolRuntime, truncate, validate_arguments
+from verl_parl.tools.runtime import (
+    KEEP_RECORDS,
+    ToolBox,
+    ToolLimits,
+    ToolMetrics,
+    ToolRuntime,
+    truncate,
+    validate_arguments,
+)
 
 
 def schema(name: str = "echo") -> dict[str, Any]:
@@ -161,6 +169,18 @@ async def test_metrics_aggregate_across_tools() -> None:
     assert summary["tool/other/error"] == 1
     assert summary["tool/echo/latency_p99_s"] >= summary["tool/echo/latency_p50_s"] >= 0
     assert len(ToolMetrics()) == 0 and ToolMetrics().summary() == {}
+
+
+async def test_a_runtime_keeps_only_its_most_recent_calls() -> None:
+    echo = ToolRuntime(Echo())
+    assert echo.metrics.keep == KEEP_RECORDS  # a long run's calls do not pile up in the worker
+    echo.metrics = ToolMetrics(keep=3)
+    for text in ["a", "b", "c", "fail", "fail"]:
+        await echo.call({"text": text})
+    summary = echo.metrics.summary()
+    assert len(echo.metrics) == 3 and summary["tool/echo/calls"] == 3
+    assert summary["tool/echo/ok"] == 1 and summary["tool/echo/error"] == 2  # "c", then the two failures
+    assert len(echo.metrics.merge(ToolMetrics(echo.metrics.records)).records) == 6
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ import logging
 import statistics
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
@@ -127,18 +128,28 @@ class CallResult:
         return self.metrics.status == "ok"
 
 
-class ToolMetrics:
-    """Accumulated :class:`CallMetrics`; mergeable across tools, workers and episodes."""
+KEEP_RECORDS = 10_000
+"""Calls a :class:`ToolMetrics` keeps by default. A runtime lives as long as its worker process and a
+training run makes millions of calls: older records are let go, so memory (and the garbage collector's
+work over it) stays bounded."""
 
-    def __init__(self, records: Iterable[CallMetrics] = ()) -> None:
-        self.records: list[CallMetrics] = list(records)
+
+class ToolMetrics:
+    """The :class:`CallMetrics` of the most recent ``keep`` calls; mergeable across tools, workers and episodes."""
+
+    def __init__(self, records: Iterable[CallMetrics] = (), keep: int = KEEP_RECORDS) -> None:
+        self.records: deque[CallMetrics] = deque(records, maxlen=keep)
+
+    @property
+    def keep(self) -> int:
+        return self.records.maxlen or 0
 
     def add(self, record: CallMetrics) -> None:
         self.records.append(record)
 
     def merge(self, other: ToolMetrics) -> ToolMetrics:
-        """A new collection with the records of both."""
-        return ToolMetrics([*self.records, *other.records])
+        """A new collection with the records of both (room for both collections' ``keep``)."""
+        return ToolMetrics([*self.records, *other.records], keep=self.keep + other.keep)
 
     def summary(self) -> dict[str, float]:
         """``tool/<name>/<stat>`` → value: calls, one count per status, truncated, latency mean/p50/p99/max."""
