@@ -26,14 +26,11 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from verl_parl_sandbox.cgroups import CgroupRoots, RunCgroup, detect
 from verl_parl_sandbox.config import SandboxConfig
 from verl_parl_sandbox.result import OutputCap, RunResult, SandboxError, Status, describe_exit
-
-if TYPE_CHECKING:
-    from verl_parl_sandbox.pool import SandboxPool
 
 logger = logging.getLogger(__name__)
 
@@ -117,21 +114,28 @@ class Spawned:
     started: float
 
 
+class Pool(Protocol):
+    """What a sandbox asks of its pool (:class:`verl_parl_sandbox.pool.SandboxPool`, which builds on this module)."""
+
+    async def run(self, code: str, stdin: str = "", *, timeout_s: float | None = None) -> RunResult: ...
+
+    async def aclose(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class LocalSandbox:
     """Runs Python code under the isolation chosen at construction (see :func:`make_local_sandbox`).
 
-    With ``pooled=True`` (bubblewrap only) :meth:`run` uses a :class:`~verl_parl_sandbox.pool.SandboxPool`
-    of ``config.pool_size`` pre-started sandboxes; :meth:`run_fresh` always starts a sandbox of its own.
+    With a :attr:`pool` (``make_local_sandbox`` attaches a :class:`~verl_parl_sandbox.pool.SandboxPool` of
+    ``config.pool_size`` pre-started sandboxes when ``config.pool`` is set; bubblewrap only) :meth:`run` uses it;
+    :meth:`run_fresh` always starts a sandbox of its own.
     """
 
-    def __init__(self, config: SandboxConfig, isolation: Isolation, *, pooled: bool = False) -> None:
+    def __init__(self, config: SandboxConfig, isolation: Isolation) -> None:
         self.config = config
         self.isolation = isolation
-        self.pool: SandboxPool | None = None
-        if pooled:
-            from verl_parl_sandbox.pool import SandboxPool
-
-            self.pool = SandboxPool(self, config.pool_size)
+        self.pool: Pool | None = None
 
     async def aclose(self) -> None:
         """Stop the pool's workers, if any (a sandbox without a pool holds nothing between runs)."""

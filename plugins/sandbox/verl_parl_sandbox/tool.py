@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from verl_parl.tools.base import ToolError
 from verl_parl_sandbox.config import SandboxConfig, SandboxConfigError
 from verl_parl_sandbox.local import LocalSandbox, resolve_isolation
+from verl_parl_sandbox.pool import SandboxPool
 from verl_parl_sandbox.result import RunResult, SandboxError
 
 logger = logging.getLogger(__name__)
@@ -152,7 +153,10 @@ def make_local_sandbox(config: SandboxConfig) -> LocalSandbox:
     isolation = resolve_isolation(config, isolated=True)
     report = cached_selftest(config, isolation)
     if report.ok:  # the pool needs bubblewrap's PID namespace: never pooled without isolation
-        return LocalSandbox(config, isolation, pooled=config.pool)
+        sandbox = LocalSandbox(config, isolation)
+        if config.pool:
+            sandbox.pool = SandboxPool(sandbox, config.pool_size)
+        return sandbox
     problems = "; ".join(report.problems())
     if not config.unsafe:
         raise SandboxUnavailableError(
