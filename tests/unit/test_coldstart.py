@@ -17,6 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from verl_parl.chat.calls import ToolCall, parse_tool_calls
+from verl_parl.chat.prompts import render_ids
 from verl_parl.models.coldstart import (
     ColdStartSpec,
     Example,
@@ -28,7 +29,6 @@ from verl_parl.models.coldstart import (
     encode_demo,
     lr_at,
     masked_lm_loss,
-    render_ids,
 )
 from verl_parl.models.coldstart_eval import first_turn_valid
 from verl_parl.models.demos import DEMO_SOURCES, Demo, DemoSources, check_demo, make_demos

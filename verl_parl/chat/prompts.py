@@ -21,9 +21,18 @@ _A, _M1, _M2 = "\x02assistant-probe\x02", "\x03tool-one\x03", "\x03tool-two\x03"
 _U = "\x04user-probe\x04"
 
 
-def render_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]] | None) -> list[int]:
-    """Token ids of ``messages`` with the generation prompt (transformers 5 may return a mapping)."""
-    ids = tokenizer.apply_chat_template(messages, tools=schemas or None, add_generation_prompt=True, tokenize=True)
+def render_ids(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    schemas: list[dict[str, Any]] | None,
+    *,
+    generation_prompt: bool = True,
+) -> list[int]:
+    """Token ids of ``messages`` rendered by the chat template, with the generation prompt unless
+    ``generation_prompt=False`` (transformers 5 may return a mapping)."""
+    ids = tokenizer.apply_chat_template(
+        messages, tools=schemas or None, add_generation_prompt=generation_prompt, tokenize=True
+    )
     if hasattr(ids, "keys"):
         ids = ids["input_ids"]
     return list(ids)

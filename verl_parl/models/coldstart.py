@@ -64,7 +64,6 @@ __all__ = [
     "default_spec",
     "encode_demo",
     "masked_lm_loss",
-    "render_ids",
     "train_sft",
 ]
 
@@ -187,18 +186,6 @@ class Example:
     def group(self) -> tuple[str, int]:
         """Examples of one group share their first ``prefix_len`` tokens (see :func:`prefix_group`)."""
         return self.role, hash(tuple(self.input_ids[: self.prefix_len]))
-
-
-def render_ids(
-    tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, Any]], tools: Any, *, generation_prompt: bool
-) -> list[int]:
-    """Token ids of ``messages`` rendered by the chat template (as the agent loops render them)."""
-    ids = tokenizer.apply_chat_template(
-        messages, tools=tools or None, add_generation_prompt=generation_prompt, tokenize=True
-    )
-    if hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
-        ids = ids["input_ids"]
-    return list(ids)
 
 
 def encode_demo(tokenizer: PreTrainedTokenizerBase, demo: Demo, encoder: PieceEncoder | None = None) -> Example:

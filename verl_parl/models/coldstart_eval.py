@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from verl_parl.backends.cpu.engine import BatchedGenerator, SamplingParams
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments, parse_tool_calls
 from verl_parl.chat.messages import assistant_message
-from verl_parl.models.coldstart import render_ids
+from verl_parl.chat.prompts import render_ids
 from verl_parl.models.demos import Demo, make_demos
 from verl_parl.swarm.calls import ASSIGN_TASK
 from verl_parl.tasks import arithmetic
@@ -144,7 +144,7 @@ async def _episode(
     """First-turn text, and for roles whose tools can all be run here (the calculator, the research
     suite's search) whether the played-out episode's final answer is correct."""
     messages = [dict(m) for m in demo.first_prompt]
-    first = await generate(render_ids(tokenizer, messages, demo.tools, generation_prompt=True), index, 0)
+    first = await generate(render_ids(tokenizer, messages, demo.tools), index, 0)
     tool_names = {schema["function"]["name"] for schema in demo.tools or []}
     tools = _executable_tools(tool_names)
     if tools is None or "answer" not in demo.meta:
@@ -162,7 +162,7 @@ async def _episode(
         messages += [{"role": "tool", "content": o} for o in observations]
         if turn == max_turns:
             break
-        text = await generate(render_ids(tokenizer, messages, demo.tools, generation_prompt=True), index, turn)
+        text = await generate(render_ids(tokenizer, messages, demo.tools), index, turn)
     return first, _correct(demo, transcript, final)
 
 
@@ -336,7 +336,7 @@ async def _evaluate_assignments(
 ) -> AssignmentReport:
     engine = _greedy_engine(model, tokenizer)
     try:
-        prompts = [render_ids(tokenizer, d.first_prompt, d.tools, generation_prompt=True) for d in demos]
+        prompts = [render_ids(tokenizer, d.first_prompt, d.tools) for d in demos]
         results = await asyncio.gather(
             *(engine.generate(ids, SamplingParams(max_tokens=256, temperature=0.0)) for ids in prompts)
         )
