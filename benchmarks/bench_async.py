@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -33,6 +32,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from verl_parl.testing.environ import child_environ
 
 TARGET_SPEEDUP = 1.5
 RAY_STARTUP_TIMEOUT = "timed out during startup"  # Ray's message when a loaded machine starts it too slowly
@@ -87,7 +88,7 @@ def train(mode: str, args: argparse.Namespace, root: Path) -> float:
             f"parl.partial_rollout.max_turns_per_step={args.turn_budget}",
             f"parl.partial_rollout.max_staleness={args.max_staleness}",
         ]
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    environ = child_environ()
     command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={run_dir}", *overrides]
     log = root / f"{mode}.stderr.log"
     for attempt in (1, 2):

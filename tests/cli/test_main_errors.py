@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 from verl_parl.testing import write_plugin_distribution
+from verl_parl.testing.environ import child_environ
 
 RAY_STARTED = "Started a local Ray instance"
 
 
 def run_main(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    environ = child_environ()
     environ["VERL_PARL_CACHE"] = str(tmp_path / "cache")
     environ.update(env or {})
     # the arithmetic task unless a test names another: the research default first trains its own cold-start model

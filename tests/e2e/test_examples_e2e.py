@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from verl_parl.testing.environ import child_environ
 
 pytestmark = pytest.mark.e2e
 
@@ -17,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_plain_verl_example_trains_one_parl_swarm_step(tmp_path: Path) -> None:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    environ = child_environ()
     out = tmp_path / "run"
     command = ["bash", str(REPO / "examples" / "plain_verl" / "run.sh"), str(out)]
     result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=1200, check=False)

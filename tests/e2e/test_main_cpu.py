@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from verl_parl.testing import write_plugin_distribution
+from verl_parl.testing.environ import child_environ
 
 pytestmark = pytest.mark.e2e
 
@@ -37,8 +38,7 @@ def verl_parl_register_tools(register):
 
 
 def run_main(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
-    environ.update(env or {})
+    environ = child_environ(env)
     # the arithmetic task unless a test names another: the research default first trains its own cold-start model
     task = [] if any(o.startswith("embedded=") for o in overrides) else ["embedded=arithmetic"]
     command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", *task, *overrides]
@@ -120,7 +120,7 @@ def test_sigterm_mid_run_tears_down_ray_and_every_worker(tmp_path: Path) -> None
     import psutil
 
     log = tmp_path / "out.log"
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    environ = child_environ()
     command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", "embedded=arithmetic"]
     with open(log, "w") as out:
         proc = subprocess.Popen(command, env=environ, stdout=out, stderr=subprocess.STDOUT)

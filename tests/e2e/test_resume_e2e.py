@@ -6,7 +6,6 @@ without gaps or duplicates."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from test_main_cpu import assert_trained, read_metrics, run_main
+
+from verl_parl.testing.environ import child_environ
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +51,7 @@ def prompts(dump: Path, step: int) -> list[str]:
 def kill_after_checkpoint(tmp_path: Path, step: int, *overrides: str) -> int:
     """Start ``main``, SIGTERM it once the checkpoint of ``step`` is saved and logged; its exit code."""
     run_dir = tmp_path / "run"
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    environ = child_environ()
     command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={run_dir}", "embedded=arithmetic", *overrides]
     tracker = run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
     log = run_dir / "verl_metrics.jsonl"

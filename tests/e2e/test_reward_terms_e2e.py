@@ -10,20 +10,19 @@ each sample's reward terms beside it (``parl_rewards_<step>.jsonl``); the two ar
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from verl_parl.testing.environ import child_environ
+
 pytestmark = pytest.mark.e2e
 
 
 def test_some_episodes_earn_r_perf_and_every_reward_is_its_terms_formula(tmp_path: Path) -> None:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
-    if "VERL_PARL_CACHE" in os.environ:
-        environ["VERL_PARL_CACHE"] = os.environ["VERL_PARL_CACHE"]
+    environ = child_environ()
     dump = tmp_path / "dump"
     command = [
         sys.executable,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from verl_parl.rewards.schedules import ScheduleConfig
+from verl_parl.testing.environ import child_environ
 
 pytestmark = pytest.mark.e2e
 
 
 def test_parl_reward_and_reinforce_nsc_train_two_steps(tmp_path: Path) -> None:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    environ = child_environ()
     command = [
         sys.executable,
         "-m",

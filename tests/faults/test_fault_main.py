@@ -26,6 +26,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from verl_parl.testing.environ import child_environ
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 STEPS = 4  # the run is broken during step 2; the others are a margin, never reached
@@ -38,7 +40,7 @@ TRAIN = [  # the e2e tests' arithmetic task
 
 
 def environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    return child_environ()
 
 
 def main_command(run_dir: Path | str) -> list[str]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from verl_parl.testing.environ import child_environ
 
 pytestmark = [
     pytest.mark.gpu,
@@ -42,7 +43,7 @@ def test_parl_swarm_with_an_sglang_policy_server(tmp_path: Path) -> None:
         "reward.reward_manager.name=parl",
         "parl.subagent.mode=shared",
     ]
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VERL_PARL_", "RAY_"))}
+    environ = child_environ()
     result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=1800, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
