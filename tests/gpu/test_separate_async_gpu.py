@@ -8,14 +8,10 @@ rollout replica; weights move over NCCL. Run: ``python -m pytest tests/gpu -q -m
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from verl_parl.testing.environ import child_environ
+from gpu_run import run_gpu_main, training_records
 
 pytestmark = [
     pytest.mark.gpu,
@@ -25,14 +21,8 @@ pytestmark = [
 
 @pytest.mark.gpu(devices=2)
 def test_parl_swarm_under_separate_async(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    command = [
-        sys.executable,
-        "-m",
-        "verl_parl.main",
-        "profile=gpu",
-        "embedded=arithmetic",  # the offline tiny model: nothing downloaded
-        f"parl.output_dir={run_dir}",
+    records = run_gpu_main(
+        tmp_path / "run",
         "actor_rollout_ref.rollout.name=vllm",
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
         "trainer.n_gpus_per_node=1",
@@ -45,13 +35,8 @@ def test_parl_swarm_under_separate_async(tmp_path: Path) -> None:
         "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
         "trainer.total_training_steps=3",
         "trainer.test_freq=3",
-        "reward.reward_manager.name=parl",
-    ]
-    environ = child_environ()
-    result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=1800, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    train = [r for r in records if "training/global_step" in r]
+    )
+    train = training_records(records)
     assert [r["training/global_step"] for r in train] == [1, 2, 3]
     for record in train:
         assert "training/off_policy/trajectory_staleness/mean" in record

@@ -9,14 +9,10 @@ a GPU of its own; ``tests/gpu/test_frozen_engine_gpu.py`` starts one). Run: ``py
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from verl_parl.testing.environ import child_environ
+from gpu_run import run_gpu_main, training_records
 
 pytestmark = [
     pytest.mark.gpu,
@@ -25,14 +21,8 @@ pytestmark = [
 
 
 def test_parl_swarm_with_an_sglang_policy_server(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    command = [
-        sys.executable,
-        "-m",
-        "verl_parl.main",
-        "profile=gpu",
-        "embedded=arithmetic",
-        f"parl.output_dir={run_dir}",
+    records = run_gpu_main(
+        tmp_path / "run",
         "actor_rollout_ref.rollout.name=sglang",
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
         "trainer.n_gpus_per_node=1",
@@ -40,14 +30,9 @@ def test_parl_swarm_with_an_sglang_policy_server(tmp_path: Path) -> None:
         "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         "trainer.total_training_steps=2",
         "trainer.test_freq=2",
-        "reward.reward_manager.name=parl",
         "parl.subagent.mode=shared",
-    ]
-    environ = child_environ()
-    result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=1800, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    train = [r for r in records if "training/global_step" in r]
+    )
+    train = training_records(records)
     assert [r["training/global_step"] for r in train] == [1, 2]
     for record in train:
         assert record["parl/critical_steps/mean"] >= 1 and "parl/reward/r_perf" in record
