@@ -60,10 +60,25 @@ def session_processes(sid: int) -> list[psutil.Process]:
 
 
 @contextmanager
+def sigint_at_default() -> Iterator[None]:
+    """A child started inside gets SIGINT at its default, as a terminal's foreground run has it. A test runner
+    started in the background by a non-interactive shell has SIGINT ignored, children inherit that, and Python
+    then never turns Ctrl-C into KeyboardInterrupt. (A handler function is reset at exec anyway.)"""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
 def started(command: list[str], log_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``command`` in a new session with stdout/stderr in ``log_dir``; on the way out, kill (by
     PID) whatever of that session is still alive, so a failing test leaves nothing behind."""
-    with open(log_dir / "stdout.log", "wb") as out, open(log_dir / "stderr.log", "wb") as err:
+    with open(log_dir / "stdout.log", "wb") as out, open(log_dir / "stderr.log", "wb") as err, sigint_at_default():
         proc = subprocess.Popen(command, env=environment(), stdout=out, stderr=err, start_new_session=True)
     try:
         yield proc
