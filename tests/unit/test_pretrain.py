@@ -110,6 +110,28 @@ def test_row_samples_reply_with_the_headers_columns_read_from_the_pages(tokenize
             assert all(cell in pages for cell in cells)  # every value is read from the listed pages
 
 
+
+def test_task_first_samples_put_one_task_before_the_hits_and_score_its_answer(
+    tokenizer: PreTrainedTokenizerBase,
+) -> None:
+    pw = page_world(0)
+    rng = random.Random(3)
+    samples = [s for s in (page_sample(rng, tokenizer, pw, 3, row_share=0.5, task_first=1.0) for _ in range(30)) if s]
+    assert len(samples) >= 25
+    kinds = set()
+    for sample in samples:
+        text = tokenizer.decode(sample.input_ids)
+        task, hits_and_answer = text.split("\n", 1)
+        hits, answer = hits_and_answer.rstrip("\n").rsplit("\n", 1)
+        assert task.startswith(("Question: ", "Find ")) and hits.startswith("[1] ")
+        assert "Question:" not in hits and "Reply with one table row" not in hits  # the one task comes first
+        scored = "".join(_scored_spans(tokenizer, sample)).strip()
+        assert scored and answer.endswith(scored)  # the loss is on the answer after the hits, nothing else
+        cells = [c.strip() for c in scored.strip("|").split("|")] if task.startswith("Find ") else [scored]
+        assert all(cell in hits for cell in cells)  # every value is read from the listed pages
+        kinds.add(task.split()[0])
+    assert kinds == {"Question:", "Find"}
+
 def test_redrawn_facts_differ_from_the_real_ones() -> None:
     pw = page_world(0)
     country = pw.train.countries[0]
@@ -152,6 +174,7 @@ def test_mixture_follows_the_phases() -> None:
         ({"induction_length": 20, "induction_span": 8}, "induction_length=20"),
         ({"phases": ((10, (1.0, 0.0)),)}, "weights (1.0, 0.0)"),
         ({"phases": ((20, (1.0, 0.0, 0.0)), (10, (0.0, 1.0, 0.0)))}, "ordered"),
+        ({"task_first": 1.5}, "task_first=1.5 must be a share between 0 and 1"),
     ],
 )
 def test_bad_specs_name_what_is_wrong(changes: dict[str, object], message: str) -> None:

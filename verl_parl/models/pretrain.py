@@ -129,6 +129,7 @@ class PretrainSpec:
     max_pages: int = 4  # search hits in a page sample's context (1 to this many)
     gate_samples: int = 256
     row_share: float = 0.0  # share of page samples answered with table rows instead of questions
+    task_first: float = 0.0  # share of page samples written as a subagent sees them: one task, hits, answer
     seed: int = 0
     grow_from: PretrainSpec | None = None  # continue from this shallower checkpoint (see grown_model)
 
@@ -146,6 +147,11 @@ class PretrainSpec:
                 "max_pages",
             )
             if not getattr(self, name) > 0
+        ]
+        errors += [
+            f"{name}={getattr(self, name)} must be a share between 0 and 1"
+            for name in ("row_share", "task_first")
+            if not 0 <= getattr(self, name) <= 1
         ]
         if self.induction_length < 3 * self.induction_span:
             errors.append(f"induction_length={self.induction_length} must be at least 3 * induction_span")
@@ -173,7 +179,7 @@ class PretrainSpec:
             "spec": {
                 k: v
                 for k, v in dataclasses.asdict(self).items()
-                if k not in ("base", "grow_from") and not (k == "row_share" and v == 0)  # digests from before it
+                if k not in ("base", "grow_from") and not (k in ("row_share", "task_first") and v == 0)  # older digests
             },
         }
         if self.grow_from is not None:
@@ -273,6 +279,7 @@ class Curriculum:
                 spec.questions_per_page,
                 max_pages=spec.max_pages,
                 row_share=spec.row_share,
+                task_first=spec.task_first,
             )
             if sample is not None:
                 return sample

@@ -199,6 +199,7 @@ def page_sample(
     *,
     max_pages: int = 1,
     row_share: float = 0.0,
+    task_first: float = 0.0,
 ) -> Sample | None:
     """One to ``max_pages`` training entities' pages (their facts redrawn, random phrasings) listed as
     search hits, then questions about facts of any of them: the reader must find the right page by the
@@ -212,6 +213,17 @@ def page_sample(
     if not qa:
         return None
     hits = "\n".join(corpus.search_hit(i + 1, page, rng.uniform(5, 40)) for i, (_, page) in enumerate(pages))
+    if rng.random() < task_first:  # one task, then the hits, then its answer: a subagent's conversation
+        entity, page = rng.choice(pages)
+        cells = page_cells(pw.world, entity, page["text"])
+        if cells and rng.random() < row_share:
+            (prompt, _), (reply, reply_mask) = _row_reply(rng, tokenizer, entity, cells)
+        else:
+            question, answer = rng.choice(page_facts(pw.world, entity, page["text"]) or qa)
+            prompt, cue, reply = _encode(tokenizer, f"Question: {question}\n"), _encode(tokenizer, "Answer:"), _encode(tokenizer, f" {answer}\n")
+            reply, reply_mask = cue + reply, [0] * len(cue) + [1] * len(reply)
+        context = _encode(tokenizer, hits + "\n")
+        return Sample("pages", prompt + context + reply, [0] * (len(prompt) + len(context)) + reply_mask)
     if rng.random() < row_share:  # table rows instead of questions (a subagent's reply to a row task)
         ids = _encode(tokenizer, hits + "\n")
         mask = [0] * len(ids)
