@@ -12,14 +12,24 @@ import json
 import random
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from verl_parl.models import pretrain as pt
 from verl_parl.models import samples, shipped
 from verl_parl.models.pretrain import PretrainSpec, mixture_at, scaled_phases
-from verl_parl.models.samples import induction_sample, lookup_sample, page_facts, page_sample, page_world
+from verl_parl.models.samples import (
+    Sample,
+    induction_sample,
+    lookup_sample,
+    page_facts,
+    page_sample,
+    page_world,
+    walk_sample,
+)
 from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
 
 SMALL = TinyModelSpec(
@@ -131,6 +141,43 @@ def test_task_first_samples_put_one_task_before_the_hits_and_score_its_answer(
         assert all(cell in hits for cell in cells)  # every value is read from the listed pages
         kinds.add(task.split()[0])
     assert kinds == {"Question:", "Find"}
+
+def test_walk_samples_hand_out_the_listed_names_in_order(tokenizer: PreTrainedTokenizerBase) -> None:
+    pw = page_world(0)
+    train_names = {e.name for e in (*pw.train.countries, *pw.train.cities)}
+    rng = random.Random(4)
+    serial = 0
+    for _ in range(20):
+        sample = walk_sample(rng, tokenizer, pw)
+        question, *lines = tokenizer.decode(sample.input_ids).splitlines()
+        listed = question.split(": ", 1)[1].split(". Answer with")[0].split("; ")
+        assert 2 <= len(listed) <= 5 and set(listed) <= train_names
+        tasks = [line for line in lines if line.startswith("Find ")]
+        assert [t.partition(". Reply")[0].rpartition(" of ")[2] for t in tasks] == listed
+        assert [span.strip() for span in _scored_spans(tokenizer, sample)] == listed  # the loss is on the names
+        serial += len(lines) == 2 * len(tasks)  # a made-up row after every task
+    assert 0 < serial < 20
+
+
+def test_exact_counts_tokens_samples_and_spans() -> None:
+    class Oracle(torch.nn.Module):  # predicts every next token, except the ones listed as wrong
+        def __init__(self, wrong: set[tuple[int, int]]) -> None:
+            super().__init__()
+            self.wrong = wrong
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> SimpleNamespace:
+            logits = torch.zeros(*input_ids.shape, 16)
+            logits[:, :-1].scatter_(2, input_ids[:, 1:, None], 1.0)
+            for row, position in self.wrong:
+                logits[row, position] = 0
+                logits[row, position, 0] = 1.0
+            return SimpleNamespace(logits=logits)
+
+    samples_ = [Sample("s", [5, 6, 7, 8, 9, 10], [0, 1, 1, 0, 1, 1]), Sample("s", [5, 6, 7, 8, 9, 10], [0, 0, 1, 0, 0, 1])]
+    assert pt._exact(Oracle(set()), samples_, pad_id=0) == (1.0, 1.0, 1.0)
+    # sample 0 gets token 7 (predicted at position 1) wrong: one of its two spans and one of 6 tokens
+    assert pt._exact(Oracle({(0, 1)}), samples_, pad_id=0) == (5 / 6, 0.5, 3 / 4)
+
 
 def test_redrawn_facts_differ_from_the_real_ones() -> None:
     pw = page_world(0)

@@ -64,6 +64,7 @@ from verl_parl.models.samples import (
     page_sample,
     page_world,
     qa_sample,
+    walk_sample,
 )
 from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model, default_cache_dir, is_complete_build
 
@@ -130,6 +131,7 @@ class PretrainSpec:
     gate_samples: int = 256
     row_share: float = 0.0  # share of page samples answered with table rows instead of questions
     task_first: float = 0.0  # share of page samples written as a subagent sees them: one task, hits, answer
+    walk_share: float = 0.0  # share of page samples replaced by list walks (walk_sample: the next name)
     seed: int = 0
     grow_from: PretrainSpec | None = None  # continue from this shallower checkpoint (see grown_model)
 
@@ -150,7 +152,7 @@ class PretrainSpec:
         ]
         errors += [
             f"{name}={getattr(self, name)} must be a share between 0 and 1"
-            for name in ("row_share", "task_first")
+            for name in ("row_share", "task_first", "walk_share")
             if not 0 <= getattr(self, name) <= 1
         ]
         if self.induction_length < 3 * self.induction_span:
@@ -179,7 +181,7 @@ class PretrainSpec:
             "spec": {
                 k: v
                 for k, v in dataclasses.asdict(self).items()
-                if k not in ("base", "grow_from") and not (k in ("row_share", "task_first") and v == 0)  # older digests
+                if k not in ("base", "grow_from") and not (k in ("row_share", "task_first", "walk_share") and v == 0)  # older digests
             },
         }
         if self.grow_from is not None:
@@ -271,6 +273,8 @@ class Curriculum:
             return lookup_sample(rng, self.tokenizer, spec.facts_per_lookup, spec.questions_per_page)
         if self._pages is None:
             self._pages = page_world(spec.seed)
+        if spec.walk_share and rng.random() < spec.walk_share:
+            return walk_sample(rng, self.tokenizer, self._pages)
         for _ in range(_MAX_PAGE_DRAWS):
             sample = page_sample(
                 rng,
@@ -335,11 +339,14 @@ def pretrain(
 
 
 @torch.no_grad()
-def _exact(model: PreTrainedModel, samples: Sequence[Sample], pad_id: int, batch_size: int = 32) -> tuple[float, float]:
+def _exact(
+    model: PreTrainedModel, samples: Sequence[Sample], pad_id: int, batch_size: int = 32
+) -> tuple[float, float, float]:
     """Teacher-forced argmax over each sample's scored tokens: (share of tokens right, share of samples
-    with every scored token right). With the answer's closing newline scored, a sample all right is
-    exactly what greedy decoding writes."""
-    right = total = whole = 0
+    with every scored token right, share of scored spans — runs of scored tokens — with every token
+    right). With the answer's closing newline scored, a sample all right is exactly what greedy
+    decoding writes."""
+    right = total = whole = spans = spans_right = 0
     for start in range(0, len(samples), batch_size):
         chunk = samples[start : start + batch_size]
         batch = collate(chunk, pad_id)
@@ -349,13 +356,23 @@ def _exact(model: PreTrainedModel, samples: Sequence[Sample], pad_id: int, batch
         right += int((hits & scored).sum())
         total += int(scored.sum())
         whole += int(hits.all(dim=1).sum())
-    return right / max(1, total), whole / max(1, len(samples))
+        for row_hits, row_scored in zip(hits.tolist(), scored.tolist(), strict=True):
+            run_ok = None
+            for hit, on in zip(row_hits, row_scored, strict=True):
+                if on:
+                    run_ok = hit if run_ok is None else run_ok and hit
+                elif run_ok is not None:
+                    spans, spans_right, run_ok = spans + 1, spans_right + run_ok, None
+            if run_ok is not None:
+                spans, spans_right = spans + 1, spans_right + run_ok
+    return right / max(1, total), whole / max(1, len(samples)), spans_right / max(1, spans)
 
 
 def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, spec: PretrainSpec) -> dict[str, float]:
     """``induction``: copied tokens predicted right; ``heldout_lookup``: questions on held-out entities'
     real pages (among up to ``max_pages`` search hits) answered exactly (greedy); ``lookup``: made-up
-    facts answered exactly."""
+    facts answered exactly; ``heldout_walk``: the names a list walk (:func:`walk_sample`) over held-out
+    entities hands out, each name all right (teacher-forced)."""
     rng = random.Random(f"{spec.seed}/gates")
     n = spec.gate_samples
     token_ids = _content_ids(tokenizer)
@@ -365,12 +382,15 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
         qa_sample("pages", tokenizer, text, [(q, a)])
         for text, q, a in heldout_questions(page_world(spec.seed), 0, n, spec.max_pages)
     ]
+    pages = page_world(spec.seed)
+    walks = [walk_sample(rng, tokenizer, dataclasses.replace(pages, train=pages.heldout)) for _ in range(n)]
     pad = tokenizer.pad_token_id
     return {
         "induction": round(_exact(model, induction, pad)[0], 4),
         "lookup": round(_exact(model, lookups, pad)[1], 4),
         "heldout_lookup": round(_exact(model, heldout, pad)[1], 4),
         "heldout_questions": len(heldout),
+        "heldout_walk": round(_exact(model, walks, pad)[2], 4),
     }
 
 

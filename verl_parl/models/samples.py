@@ -28,6 +28,7 @@ __all__ = [
     "page_sample",
     "page_world",
     "qa_sample",
+    "walk_sample",
 ]
 
 
@@ -213,7 +214,7 @@ def page_sample(
     if not qa:
         return None
     hits = "\n".join(corpus.search_hit(i + 1, page, rng.uniform(5, 40)) for i, (_, page) in enumerate(pages))
-    if rng.random() < task_first:  # one task, then the hits, then its answer: a subagent's conversation
+    if task_first and rng.random() < task_first:  # one task, then the hits, then its answer: a subagent's conversation
         entity, page = rng.choice(pages)
         cells = page_cells(pw.world, entity, page["text"])
         if cells and rng.random() < row_share:
@@ -233,6 +234,37 @@ def page_sample(
                 ids, mask = ids + part, mask + part_mask
         return Sample("pages", ids, mask) if any(mask) else None
     return qa_sample("pages", tokenizer, hits, rng.sample(qa, min(n_questions, len(qa))))
+
+
+def walk_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: PageWorld, max_names: int = 5) -> Sample:
+    """A wide task's question listing training entities, then one row task per entity in the listed order,
+    each written as the orchestrator writes an ``assign_task`` prompt, with a made-up row coming back after
+    it (a serial plan) or not (one parallel turn). The loss is on the names the tasks hand out: the next
+    name after the one handed out last, which a copy of the last task alone gets wrong."""
+    from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES, table_question
+
+    country = rng.random() < 0.5
+    noun, pool, attributes = (
+        ("country", pw.train.countries, COUNTRY_ATTRIBUTES) if country else ("city", pw.train.cities, CITY_ATTRIBUTES)
+    )
+    names = [e.name for e in rng.sample(pool, rng.randint(2, max_names))]
+    chosen = sorted(rng.sample(range(len(attributes)), rng.randint(1, 3)))
+    attrs = tuple(attributes[i] for i in chosen)
+    phrases = [a.phrase for a in attrs]
+    wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
+    header = "| " + " | ".join([noun, *(a.column for a in attrs)]) + " |"
+    serial = rng.random() < 0.5
+    ids = _encode(tokenizer, table_question(noun, names, attrs, rng) + "\n")
+    mask = [0] * len(ids)
+    for name in names:
+        before, named = _encode(tokenizer, f"Find {wanted} of"), _encode(tokenizer, f" {name}")
+        after = f". Reply with one table row: {header}\n"
+        if serial:
+            after += "| " + " | ".join([name, *(_value(rng, rng.choice(_FACT_KEYS)) for _ in attrs)]) + " |\n"
+        tail = _encode(tokenizer, after)
+        ids += before + named + tail
+        mask += [0] * len(before) + [1] * len(named) + [0] * len(tail)
+    return Sample("walk", ids, mask)
 
 
 def heldout_questions(pw: PageWorld, seed: int, limit: int, max_pages: int = 1) -> list[tuple[str, str, str]]:

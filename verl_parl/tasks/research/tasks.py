@@ -168,7 +168,7 @@ class Pool:
         return any(c.iso == iso for c in self.countries)
 
 
-def _table_question(noun: str, names: list[str], attrs: tuple[Attribute, ...], rng: random.Random) -> str:
+def table_question(noun: str, names: list[str], attrs: tuple[Attribute, ...], rng: random.Random) -> str:
     wanted = ", ".join(a.phrase for a in attrs[:-1]) + f" and {attrs[-1].phrase}"
     header = "| " + " | ".join([noun, *(a.column for a in attrs)]) + " |"
     listing = "; ".join(names)
@@ -225,7 +225,7 @@ def _wide_given(
         return Task(
             kind=WIDE,
             type=type_name,
-            question=_table_question(noun, names, chosen_attrs, rng),
+            question=table_question(noun, names, chosen_attrs, rng),
             entities=tuple(dict.fromkeys(docids + extra)),
             gold_docids=tuple(docids),
             hops=1,
