@@ -473,6 +473,9 @@ class ToolBox:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if not self._sessions:  # nothing to close: no shield, whose task would cost more than the rest
+            self._closed = True
+            return
         await asyncio.shield(self.aclose())
 
 
