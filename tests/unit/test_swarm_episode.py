@@ -460,6 +460,62 @@ def test_freeze_startup_heap_freezes_once_and_can_be_turned_off(monkeypatch: pyt
         gc.unfreeze()
 
 
+def test_relaxed_collection_holds_until_the_last_scope_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from verl_parl.swarm.heap import TURN_THRESHOLDS, relaxed_collection
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with relaxed_collection():
+            assert gc.get_threshold() == TURN_THRESHOLDS
+            with relaxed_collection():  # a second episode's turn, overlapping the first
+                assert gc.get_threshold() == TURN_THRESHOLDS
+            assert gc.get_threshold() == TURN_THRESHOLDS  # the first turn is still running
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(50_000, 5, 20)  # higher thresholds stay higher
+        with relaxed_collection():
+            assert gc.get_threshold() == (50_000, 100, 20)
+        gc.set_threshold(0)  # a disabled collector stays disabled
+        with relaxed_collection():
+            assert gc.get_threshold()[0] == 0
+        gc.set_threshold(700, 10, 10)
+        monkeypatch.setenv("VERL_PARL_GC_TURN", "0")
+        with relaxed_collection():
+            assert gc.get_threshold() == (700, 10, 10)
+        monkeypatch.delenv("VERL_PARL_GC_TURN")
+        with pytest.raises(RuntimeError), relaxed_collection():
+            raise RuntimeError("a failing turn restores the thresholds too")
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_a_turns_subagents_run_under_relaxed_collection(tokenizer: Any) -> None:
+    import gc
+
+    from verl_parl.swarm.heap import TURN_THRESHOLDS
+
+    seen: list[tuple[int, int, int]] = []
+
+    class Recording(Lookup):
+        async def run(self, arguments: dict[str, Any]) -> str:
+            seen.append(gc.get_threshold())
+            return await super().run(arguments)
+
+    async def scenario() -> list[str]:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=1))
+        ep.subagent_tools = {"lookup": Recording()}
+        await ep.run_turn([create()])
+        return await ep.run_turn([assign("a"), assign("b")])
+
+    before = gc.get_threshold()
+    relaxed = tuple(max(now, turn) for now, turn in zip(before, TURN_THRESHOLDS, strict=True))
+    assert asyncio.run(scenario()) == ["final answer after 1 lookups"] * 2
+    assert seen == [relaxed] * 2 and gc.get_threshold() == before
+
+
 def test_direct_decode_and_encode_give_the_tokenizer_wrappers_results(tokenizer: Any) -> None:
     import random
 

@@ -18,6 +18,7 @@ from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.swarm.heap import relaxed_collection
 from verl_parl.swarm.subagent import (
     SubagentContext,
     SubagentLimits,
@@ -115,7 +116,9 @@ class SwarmEpisode:
                 known = sorted([CREATE_SUBAGENT, ASSIGN_TASK, *self.direct_tools])
                 observations[index] = f"error: unknown tool {call.name!r}; available: {known}"
         started = self.clock()
-        done = dict(zip(pending, await asyncio.gather(*pending.values()), strict=True))
+        with relaxed_collection():  # while subagents are in flight (see swarm/heap.py)
+            outcomes = await asyncio.gather(*pending.values())
+        done = dict(zip(pending, outcomes, strict=True))
         records = []
         for index, outcome in done.items():
             if isinstance(outcome, SubagentResult):
