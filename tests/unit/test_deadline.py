@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from verl_parl.deadline import within
+from verl_parl.deadline import DeadlineGroup, within
 
 
 async def _busy_then_wait(busy_s: float, wait_s: float) -> str:
@@ -142,3 +142,53 @@ def test_a_future_gets_the_time_limit_too() -> None:
 
     with pytest.raises(TimeoutError):
         asyncio.run(scenario())
+
+
+def test_a_group_times_each_run_from_its_own_call() -> None:
+    """Runs share one timer, yet each ends at its own deadline: a run started later is not cut at an
+    earlier run's deadline, and runs past theirs end with TimeoutError while the others go on."""
+
+    async def scenario() -> list[str]:
+        group = DeadlineGroup(0.5)
+
+        async def run(start_s: float, work_s: float) -> str:
+            await asyncio.sleep(start_s)
+            try:
+                await group.run(asyncio.sleep(work_s))
+            except TimeoutError:
+                return "timeout"
+            return "done"
+
+        # deadlines at 0.5, 0.5 and 0.75 s; the third run works until 0.55 s, past the first two's deadline
+        outcomes = await asyncio.gather(run(0.0, 3600), run(0.0, 0.1), run(0.25, 0.3))
+        assert group.running == 0
+        return outcomes
+
+    assert asyncio.run(scenario()) == ["timeout", "done", "done"]
+
+
+def test_a_group_keeps_one_timer_for_all_its_runs() -> None:
+    async def scenario() -> int:
+        group = DeadlineGroup(60.0)
+
+        async def step(i: int) -> int:
+            await asyncio.sleep(0)
+            return i
+
+        results = await asyncio.gather(*(group.run(step(i)) for i in range(100)))
+        return sum(results)
+
+    assert _timers_scheduled(scenario) == (sum(range(100)), 1)
+
+
+def test_a_cancelled_run_of_a_group_is_cancelled_not_timed_out() -> None:
+    async def scenario() -> None:
+        group = DeadlineGroup(1.0)
+        task = asyncio.ensure_future(group.run(asyncio.sleep(5)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert group.running == 0
+
+    asyncio.run(scenario())

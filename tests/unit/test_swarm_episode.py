@@ -222,6 +222,25 @@ def test_failing_subagent_servers_give_failure_messages_and_leak_nothing(
     assert accounting.num_assigned == 2 and accounting.num_finished == 0
 
 
+def test_a_turns_slow_subagent_times_out_while_the_others_finish(tokenizer: Any) -> None:
+    """The turn's subagents share one timer for their limit (``DeadlineGroup``); each still gets its own."""
+
+    class SlowForOne(ScriptedSubagentServer):
+        async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+            if "slow task" in self.tokenizer.decode(prompt_ids):
+                await asyncio.sleep(3600)
+            return await super().generate(prompt_ids, sampling_params)
+
+    async def scenario() -> list[str]:
+        ep = episode(tokenizer, SlowForOne(tokenizer, calls=1), subagent=SubagentLimits(timeout_s=0.5))
+        await ep.run_turn([create()])
+        return await ep.run_turn([assign("fast task"), assign("slow task"), assign("other task")])
+
+    observations = asyncio.run(scenario())
+    assert observations[0] == observations[2] == "final answer after 1 lookups"
+    assert "timed out after 0.5 s" in observations[1]
+
+
 def test_tool_errors_reach_the_subagent_as_observations(tokenizer: Any) -> None:
     class BoomServer(ScriptedSubagentServer):
         async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
+from verl_parl.deadline import DeadlineGroup
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.swarm.heap import relaxed_collection
@@ -97,6 +98,7 @@ class SwarmEpisode:
         """Execute one turn's calls; returns one observation per call, in call order."""
         observations: list[str | None] = [None] * len(calls)
         pending: dict[int, Awaitable[str | SubagentResult]] = {}
+        deadlines = DeadlineGroup(self.limits.subagent.timeout_s)  # one timer for the turn's subagents
         assigned_this_turn = 0
         for index, call in enumerate(calls):
             if isinstance(call, CallError):
@@ -109,7 +111,7 @@ class SwarmEpisode:
                     observations[index] = problem
                 else:
                     assigned_this_turn += 1
-                    pending[index] = self._assign(call)
+                    pending[index] = self._assign(call, deadlines)
             elif call.name in self.direct_tools:
                 pending[index] = self._direct(call, index)
             else:
@@ -191,7 +193,7 @@ class SwarmEpisode:
             return f"error: assign_task: at most {self.limits.max_subagents_per_episode} subagent runs per episode"
         return None
 
-    async def _assign(self, call: ToolCall) -> SubagentResult:
+    async def _assign(self, call: ToolCall, deadlines: DeadlineGroup | None = None) -> SubagentResult:
         agent, task = call.arguments["agent"], call.arguments["prompt"]
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_start(name=agent, task=task)
@@ -206,6 +208,7 @@ class SwarmEpisode:
             sampling_params=self.sampling_params,
             context=self.context,
             origin=self.origin,
+            deadlines=deadlines,
         )
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_finish(
