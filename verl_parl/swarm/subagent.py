@@ -114,8 +114,17 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
         )
         result.tokens += n_tokens
         content, calls = parse_tool_calls(text)
-        step: dict[str, Any] = {"step": result.steps, "tool_calls": len(calls), "tokens": n_tokens}
-        result.trace.append({**step, "start": started, "end": ended, "text": text[:TRACE_CHARS], "tools": []})
+        result.trace.append(
+            {
+                "step": result.steps,
+                "tool_calls": len(calls),
+                "tokens": n_tokens,
+                "start": started,
+                "end": ended,
+                "text": text[:TRACE_CHARS],
+                "tools": [],
+            }
+        )
         if not calls:
             result.message, result.status = content or text.strip(), "ok"
             return
