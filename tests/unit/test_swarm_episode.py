@@ -222,6 +222,25 @@ def test_failing_subagent_servers_give_failure_messages_and_leak_nothing(
     assert accounting.num_assigned == 2 and accounting.num_finished == 0
 
 
+def test_a_turns_slow_subagent_times_out_while_the_others_finish(tokenizer: Any) -> None:
+    """The turn's subagents share one timer for their limit (``DeadlineGroup``); each still gets its own."""
+
+    class SlowForOne(ScriptedSubagentServer):
+        async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+            if "slow task" in self.tokenizer.decode(prompt_ids):
+                await asyncio.sleep(3600)
+            return await super().generate(prompt_ids, sampling_params)
+
+    async def scenario() -> list[str]:
+        ep = episode(tokenizer, SlowForOne(tokenizer, calls=1), subagent=SubagentLimits(timeout_s=0.5))
+        await ep.run_turn([create()])
+        return await ep.run_turn([assign("fast task"), assign("slow task"), assign("other task")])
+
+    observations = asyncio.run(scenario())
+    assert observations[0] == observations[2] == "final answer after 1 lookups"
+    assert "timed out after 0.5 s" in observations[1]
+
+
 def test_tool_errors_reach_the_subagent_as_observations(tokenizer: Any) -> None:
     class BoomServer(ScriptedSubagentServer):
         async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
@@ -458,6 +477,62 @@ def test_freeze_startup_heap_freezes_once_and_can_be_turned_off(monkeypatch: pyt
         assert heap.freeze_startup_heap() is False  # once per process
     finally:
         gc.unfreeze()
+
+
+def test_relaxed_collection_holds_until_the_last_scope_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from verl_parl.swarm.heap import TURN_THRESHOLDS, relaxed_collection
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with relaxed_collection():
+            assert gc.get_threshold() == TURN_THRESHOLDS
+            with relaxed_collection():  # a second episode's turn, overlapping the first
+                assert gc.get_threshold() == TURN_THRESHOLDS
+            assert gc.get_threshold() == TURN_THRESHOLDS  # the first turn is still running
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(50_000, 5, 20)  # higher thresholds stay higher
+        with relaxed_collection():
+            assert gc.get_threshold() == (50_000, 100, 20)
+        gc.set_threshold(0)  # a disabled collector stays disabled
+        with relaxed_collection():
+            assert gc.get_threshold()[0] == 0
+        gc.set_threshold(700, 10, 10)
+        monkeypatch.setenv("VERL_PARL_GC_TURN", "0")
+        with relaxed_collection():
+            assert gc.get_threshold() == (700, 10, 10)
+        monkeypatch.delenv("VERL_PARL_GC_TURN")
+        with pytest.raises(RuntimeError), relaxed_collection():
+            raise RuntimeError("a failing turn restores the thresholds too")
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_a_turns_subagents_run_under_relaxed_collection(tokenizer: Any) -> None:
+    import gc
+
+    from verl_parl.swarm.heap import TURN_THRESHOLDS
+
+    seen: list[tuple[int, int, int]] = []
+
+    class Recording(Lookup):
+        async def run(self, arguments: dict[str, Any]) -> str:
+            seen.append(gc.get_threshold())
+            return await super().run(arguments)
+
+    async def scenario() -> list[str]:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=1))
+        ep.subagent_tools = {"lookup": Recording()}
+        await ep.run_turn([create()])
+        return await ep.run_turn([assign("a"), assign("b")])
+
+    before = gc.get_threshold()
+    relaxed = tuple(max(now, turn) for now, turn in zip(before, TURN_THRESHOLDS, strict=True))
+    assert asyncio.run(scenario()) == ["final answer after 1 lookups"] * 2
+    assert seen == [relaxed] * 2 and gc.get_threshold() == before
 
 
 def test_direct_decode_and_encode_give_the_tokenizer_wrappers_results(tokenizer: Any) -> None:

@@ -275,6 +275,16 @@ async def test_toolbox_keeps_one_session_per_trajectory_in_call_order() -> None:
     assert kernel.opened == 2  # no session reopened after the end
 
 
+async def test_a_toolbox_left_without_sessions_is_closed_too() -> None:
+    """Leaving a box that opened no session skips the shielded close, yet the box ends just the same."""
+    kernel = Kernel()
+    async with ToolBox([ToolRuntime(kernel), Echo()]) as box:
+        assert (await box.call("echo", {"text": "hi"})).text == "hi"
+    after = await box.call("kernel", {"text": "late"})
+    assert after.metrics.status == "error" and "trajectory has ended" in after.text
+    assert kernel.opened == 0
+
+
 async def test_toolbox_errors_are_results_not_exceptions() -> None:
     box = ToolBox([Kernel(fail_open=True)])
     unknown = await box.call("nope", {})

@@ -16,8 +16,10 @@ from typing import Any
 
 from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
+from verl_parl.deadline import DeadlineGroup
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.swarm.heap import relaxed_collection
 from verl_parl.swarm.subagent import (
     SubagentContext,
     SubagentLimits,
@@ -96,6 +98,7 @@ class SwarmEpisode:
         """Execute one turn's calls; returns one observation per call, in call order."""
         observations: list[str | None] = [None] * len(calls)
         pending: dict[int, Awaitable[str | SubagentResult]] = {}
+        deadlines = DeadlineGroup(self.limits.subagent.timeout_s)  # one timer for the turn's subagents
         assigned_this_turn = 0
         for index, call in enumerate(calls):
             if isinstance(call, CallError):
@@ -108,14 +111,16 @@ class SwarmEpisode:
                     observations[index] = problem
                 else:
                     assigned_this_turn += 1
-                    pending[index] = self._assign(call)
+                    pending[index] = self._assign(call, deadlines)
             elif call.name in self.direct_tools:
                 pending[index] = self._direct(call, index)
             else:
                 known = sorted([CREATE_SUBAGENT, ASSIGN_TASK, *self.direct_tools])
                 observations[index] = f"error: unknown tool {call.name!r}; available: {known}"
         started = self.clock()
-        done = dict(zip(pending, await asyncio.gather(*pending.values()), strict=True))
+        with relaxed_collection():  # while subagents are in flight (see swarm/heap.py)
+            outcomes = await asyncio.gather(*pending.values())
+        done = dict(zip(pending, outcomes, strict=True))
         records = []
         for index, outcome in done.items():
             if isinstance(outcome, SubagentResult):
@@ -188,7 +193,7 @@ class SwarmEpisode:
             return f"error: assign_task: at most {self.limits.max_subagents_per_episode} subagent runs per episode"
         return None
 
-    async def _assign(self, call: ToolCall) -> SubagentResult:
+    async def _assign(self, call: ToolCall, deadlines: DeadlineGroup | None = None) -> SubagentResult:
         agent, task = call.arguments["agent"], call.arguments["prompt"]
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_start(name=agent, task=task)
@@ -203,6 +208,7 @@ class SwarmEpisode:
             sampling_params=self.sampling_params,
             context=self.context,
             origin=self.origin,
+            deadlines=deadlines,
         )
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_finish(

@@ -19,7 +19,7 @@ from verl_parl.chat.prompts import PromptBuilder, decode, encode
 from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.context.summarizer import make_summarizer
-from verl_parl.deadline import within
+from verl_parl.deadline import DeadlineGroup, within
 from verl_parl.tools.base import Tool
 from verl_parl.tools.runtime import ToolBox
 
@@ -114,8 +114,17 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
         )
         result.tokens += n_tokens
         content, calls = parse_tool_calls(text)
-        step: dict[str, Any] = {"step": result.steps, "tool_calls": len(calls), "tokens": n_tokens}
-        result.trace.append({**step, "start": started, "end": ended, "text": text[:TRACE_CHARS], "tools": []})
+        result.trace.append(
+            {
+                "step": result.steps,
+                "tool_calls": len(calls),
+                "tokens": n_tokens,
+                "start": started,
+                "end": ended,
+                "text": text[:TRACE_CHARS],
+                "tools": [],
+            }
+        )
         if not calls:
             result.message, result.status = content or text.strip(), "ok"
             return
@@ -177,11 +186,15 @@ async def run_subagent(
     sampling_params: dict[str, Any],
     context: SubagentContext | None = None,
     origin: float | None = None,
+    deadlines: DeadlineGroup | None = None,
 ) -> SubagentResult:
     """Run one subagent to its final message; every failure becomes a failure message. Session
     tools get one session for this subagent, closed when it ends. Times in the result (``start``,
     ``end``, each traced step's and tool call's) are seconds since ``origin`` (a ``time.monotonic()``
-    value; default: this run's start)."""
+    value; default: this run's start). ``deadlines`` (its ``seconds`` must be ``limits.timeout_s``)
+    keeps the time limit on a timer shared with the other subagents of a turn."""
+    if deadlines is not None and deadlines.seconds != limits.timeout_s:
+        raise ValueError(f"deadlines of {deadlines.seconds} s for a subagent limited to {limits.timeout_s} s")
     result = SubagentResult(name=name, message="", status="error")
     messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": task}]
     started = time.monotonic()
@@ -193,10 +206,8 @@ async def run_subagent(
     result.start = clock()
     try:
         async with ToolBox(tools.values()) as box:
-            await within(
-                _loop(result, clock, backend, tokenizer, messages, box, limits, sampling_params, context),
-                limits.timeout_s,
-            )
+            work = _loop(result, clock, backend, tokenizer, messages, box, limits, sampling_params, context)
+            await (within(work, limits.timeout_s) if deadlines is None else deadlines.run(work))
     except TimeoutError:
         result.status = "timeout"
         result.message = f"subagent {name!r} failed: timed out after {limits.timeout_s:g} s"

@@ -275,7 +275,14 @@ def _flat_types(params: dict[str, Any]) -> dict[str, Callable[[Any], bool]] | No
 
 def _fits_flat(checks: dict[str, Callable[[Any], bool]], required: Iterable[str], arguments: dict[str, Any]) -> bool:
     """True only when ``arguments`` certainly satisfy the flat schema ``checks``/``required``."""
-    return all(k in arguments for k in required) and all(k in checks and checks[k](v) for k, v in arguments.items())
+    for key in required:  # loops, not all() over generators: this runs on every tool call
+        if key not in arguments:
+            return False
+    for key, value in arguments.items():
+        check = checks.get(key)
+        if check is None or not check(value):
+            return False
+    return True
 
 
 def _describe(error: jsonschema.ValidationError, params: dict[str, Any]) -> list[str]:
@@ -473,6 +480,9 @@ class ToolBox:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if not self._sessions:  # nothing to close: no shield, whose task would cost more than the rest
+            self._closed = True
+            return
         await asyncio.shield(self.aclose())
 
 
