@@ -285,3 +285,23 @@ def test_agent_demo_tools_render_as_verl_tool_agent_passes_them() -> None:
         OpenAIFunctionToolSchema.model_validate(t).model_dump(exclude_unset=True, exclude_none=True) for t in demo.tools
     ]
     assert json.dumps(dumped) == json.dumps(demo.tools)
+
+
+def test_rehearsal_mixes_the_pretraining_curriculum_into_the_sft(tokenizer: PreTrainedTokenizerBase) -> None:
+    from verl_parl.models.coldstart import REHEARSAL, _batches, rehearsal_examples
+    from verl_parl.models.pretrain import PretrainSpec
+
+    with pytest.raises(ValueError, match="rehearsal=2 must be 0, or positive with a pretrain recipe"):
+        ColdStartSpec(rehearsal=2)
+    pretrain = PretrainSpec(base=SMALL, steps=10, phases=((10, (0.0, 0.0, 1.0)),), walk_share=0.5)
+    spec = ColdStartSpec(base=SMALL, pretrain=pretrain, steps=40, batch_size=4, rehearsal=2)  # 2 of 8 batches
+    examples = rehearsal_examples(spec, tokenizer)
+    assert len(examples) == 4 * (40 * 2 // 8 + 1)  # a new sample for every rehearsal batch
+    assert all(e.role == REHEARSAL and any(e.loss_mask) and e.prefix_len == 0 for e in examples)
+    texts = [tokenizer.decode(e.input_ids) for e in examples]
+    assert any("Answer:" in t for t in texts) and any("Reply with one table row" in t for t in texts)
+    assert texts == [tokenizer.decode(e.input_ids) for e in rehearsal_examples(spec, tokenizer)]  # seeded
+    demo = [Example("orchestrator", [5, 1, 2], [0, 0, 1], prefix_len=1)]
+    batches = _batches(demo + examples, 4, 40, random.Random(0), {"orchestrator": 6, REHEARSAL: 2})
+    assert sum(b[0].role == REHEARSAL for b in batches) == 10
+    assert ColdStartSpec(base=SMALL, pretrain=pretrain).digest([]) != spec.digest([])

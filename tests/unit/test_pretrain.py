@@ -157,6 +157,7 @@ def test_walk_samples_hand_out_the_listed_names_in_order(tokenizer: PreTrainedTo
         assert [span.strip() for span in _scored_spans(tokenizer, sample)] == listed  # the loss is on the names
         serial += len(lines) == 2 * len(tasks)  # a made-up row after every task
     assert 0 < serial < 20
+    assert walk_sample(random.Random(9), tokenizer, pw) == walk_sample(random.Random(9), tokenizer, pw)  # seeded
 
 
 def test_exact_counts_tokens_samples_and_spans() -> None:

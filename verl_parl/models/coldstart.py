@@ -43,7 +43,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from verl_parl.models import shipped
 from verl_parl.models.demos import Demo, demo_digest_payload, make_demos
 from verl_parl.models.lm import collate, lr_at, masked_lm_loss
-from verl_parl.models.pretrain import DEEP_READER_MODEL, READER_PRETRAIN, PretrainSpec, build_pretrained_model
+from verl_parl.models.pretrain import (
+    DEEP_READER_MODEL,
+    READER_PRETRAIN,
+    SOURCES,
+    Curriculum,
+    PretrainSpec,
+    build_pretrained_model,
+    mixture_at,
+)
 from verl_parl.models.tiny import (
     MARKER_NAME,
     TinyModelSpec,
@@ -86,6 +94,7 @@ class ColdStartSpec:
     task: str = "arithmetic"
     roles: tuple[str, ...] = ("agent", "subagent", "orchestrator")
     role_weights: tuple[int, ...] = (1, 2, 3)  # batches per cycle for each role (harder roles get more)
+    rehearsal: int = 0  # batches per cycle of the pretraining curriculum's last phase (needs pretrain)
     demos_per_role: int = 128
     fresh_names: float = 0.0  # share of demonstrations whose entity names are replaced (make_demos)
     steps: int = 800
@@ -109,6 +118,8 @@ class ColdStartSpec:
             errors.append("roles must name at least one role")
         if len(self.role_weights) != len(self.roles) or any(w < 1 for w in self.role_weights):
             errors.append(f"role_weights={self.role_weights} must give a positive weight to each of roles={self.roles}")
+        if self.rehearsal < 0 or (self.rehearsal and self.pretrain is None):
+            errors.append(f"rehearsal={self.rehearsal} must be 0, or positive with a pretrain recipe to rehearse")
         if self.pretrain is not None and self.pretrain.base != self.base:
             errors.append(f"base={self.base} must be the pretrained model's shape {self.pretrain.base}")
         if errors:
@@ -128,7 +139,7 @@ class ColdStartSpec:
             "spec": {
                 k: v
                 for k, v in dataclasses.asdict(self).items()
-                if k not in ("base", "pretrain") and not (k == "fresh_names" and v == 0)  # digests from before it
+                if k not in ("base", "pretrain") and not (k in ("fresh_names", "rehearsal") and v == 0)  # older digests
             },
             "pretrain": self.pretrain.digest() if self.pretrain is not None else None,
             "demos": content.hexdigest(),
@@ -478,6 +489,23 @@ def build_coldstart_model(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+REHEARSAL = "rehearsal"
+"""The role of :func:`rehearsal_examples` in cold-start batches."""
+
+
+def rehearsal_examples(spec: ColdStartSpec, tokenizer: PreTrainedTokenizerBase) -> list[Example]:
+    """Samples of ``spec.pretrain``'s curriculum in its last phase's mixture (training entities only, drawn
+    afresh), enough for every rehearsal batch to be new: mixed into the SFT so that it does not erase
+    what pretraining taught (reading pages, list walks) while it learns the chat format."""
+    assert spec.pretrain is not None  # checked by ColdStartSpec
+    curriculum = Curriculum(spec.pretrain, tokenizer)  # its seed also splits the entities: kept
+    curriculum.rng = random.Random(f"{spec.seed}/rehearsal")
+    count = spec.batch_size * (spec.steps * spec.rehearsal // max(1, sum(spec.role_weights) + spec.rehearsal) + 1)
+    weights = mixture_at(spec.pretrain.steps, spec.pretrain.phases)  # past the end: the last phase's
+    samples = [curriculum.sample(curriculum.rng.choices(SOURCES, weights=weights)[0]) for _ in range(count)]
+    return [Example(REHEARSAL, s.input_ids, s.loss_mask) for s in samples]
+
+
 def _train_into(
     folder: Path, base: Path, spec: ColdStartSpec, demos: list[Demo], digest: str, *, progress: bool
 ) -> None:
@@ -486,6 +514,10 @@ def _train_into(
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, attn_implementation="sdpa")
     encoder = PieceEncoder(tokenizer)
     examples = [encode_demo(tokenizer, demo, encoder) for demo in demos]
+    role_weights = dict(zip(spec.roles, spec.role_weights, strict=True))
+    if spec.rehearsal:
+        examples += rehearsal_examples(spec, tokenizer)
+        role_weights[REHEARSAL] = spec.rehearsal
     encoded = time.perf_counter() - start
     result = train_sft(
         model,
@@ -497,7 +529,7 @@ def _train_into(
         weight_decay=spec.weight_decay,
         seed=spec.seed,
         pad_id=tokenizer.pad_token_id,
-        role_weights=dict(zip(spec.roles, spec.role_weights, strict=True)),
+        role_weights=role_weights,
         progress=progress,
     )
     tokenizer.save_pretrained(folder)

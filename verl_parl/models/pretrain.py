@@ -70,6 +70,7 @@ from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model, 
 
 __all__ = [
     "DEEP_READER_MODEL",
+    "Curriculum",
     "PRETRAIN_VERSION",
     "READER_PRETRAIN",
     "SOURCES",

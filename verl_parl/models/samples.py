@@ -254,7 +254,7 @@ def walk_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: Page
     wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
     header = "| " + " | ".join([noun, *(a.column for a in attrs)]) + " |"
     serial = rng.random() < 0.5
-    ids = _encode(tokenizer, table_question(noun, names, attrs, rng) + "\n")
+    ids = list(_encode(tokenizer, table_question(noun, names, attrs, rng) + "\n"))  # the cached list stays intact
     mask = [0] * len(ids)
     for name in names:
         before, named = _encode(tokenizer, f"Find {wanted} of"), _encode(tokenizer, f" {name}")
