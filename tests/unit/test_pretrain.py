@@ -120,7 +120,6 @@ def test_row_samples_reply_with_the_headers_columns_read_from_the_pages(tokenize
             assert all(cell in pages for cell in cells)  # every value is read from the listed pages
 
 
-
 def test_task_first_samples_put_one_task_before_the_hits_and_score_its_answer(
     tokenizer: PreTrainedTokenizerBase,
 ) -> None:
@@ -141,6 +140,7 @@ def test_task_first_samples_put_one_task_before_the_hits_and_score_its_answer(
         assert all(cell in hits for cell in cells)  # every value is read from the listed pages
         kinds.add(task.split()[0])
     assert kinds == {"Question:", "Find"}
+
 
 def test_walk_samples_hand_out_the_listed_names_in_order(tokenizer: PreTrainedTokenizerBase) -> None:
     pw = page_world(0)
@@ -174,7 +174,10 @@ def test_exact_counts_tokens_samples_and_spans() -> None:
                 logits[row, position, 0] = 1.0
             return SimpleNamespace(logits=logits)
 
-    samples_ = [Sample("s", [5, 6, 7, 8, 9, 10], [0, 1, 1, 0, 1, 1]), Sample("s", [5, 6, 7, 8, 9, 10], [0, 0, 1, 0, 0, 1])]
+    samples_ = [
+        Sample("s", [5, 6, 7, 8, 9, 10], [0, 1, 1, 0, 1, 1]),
+        Sample("s", [5, 6, 7, 8, 9, 10], [0, 0, 1, 0, 0, 1]),
+    ]
     assert pt._exact(Oracle(set()), samples_, pad_id=0) == (1.0, 1.0, 1.0)
     # sample 0 gets token 7 (predicted at position 1) wrong: one of its two spans and one of 6 tokens
     assert pt._exact(Oracle({(0, 1)}), samples_, pad_id=0) == (5 / 6, 0.5, 3 / 4)

@@ -70,10 +70,10 @@ from verl_parl.models.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model, 
 
 __all__ = [
     "DEEP_READER_MODEL",
-    "Curriculum",
     "PRETRAIN_VERSION",
     "READER_PRETRAIN",
     "SOURCES",
+    "Curriculum",
     "PretrainSpec",
     "Sample",
     "build_pretrained_model",
@@ -182,7 +182,8 @@ class PretrainSpec:
             "spec": {
                 k: v
                 for k, v in dataclasses.asdict(self).items()
-                if k not in ("base", "grow_from") and not (k in ("row_share", "task_first", "walk_share") and v == 0)  # older digests
+                if k not in ("base", "grow_from")
+                and not (k in ("row_share", "task_first", "walk_share") and v == 0)  # older digests
             },
         }
         if self.grow_from is not None:

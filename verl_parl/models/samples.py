@@ -172,6 +172,13 @@ def page_cells(world: Any, entity: Any, page_text: str) -> list[tuple[Any, str]]
     return cells
 
 
+def _row_task(noun: str, attributes: Sequence[Any]) -> tuple[str, str]:
+    """``("A, B and C", "| noun | a | b | c |")``: what a row task asks for, and its header."""
+    phrases = [a.phrase for a in attributes]
+    wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
+    return wanted, "| " + " | ".join([noun, *(a.column for a in attributes)]) + " |"
+
+
 def _row_reply(
     rng: random.Random, tokenizer: PreTrainedTokenizerBase, entity: Any, cells: list[Any]
 ) -> list[tuple[list[int], list[int]]]:
@@ -179,9 +186,7 @@ def _row_reply(
     then the row ``| X | va | vb |`` (the loss on the row): which value comes next is given only by the
     header's column order."""
     chosen = rng.sample(cells, min(len(cells), rng.randint(1, 3)))
-    phrases = [a.phrase for a, _ in chosen]
-    wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
-    header = "| " + " | ".join(["country" if hasattr(entity, "iso") else "city", *(a.column for a, _ in chosen)]) + " |"
+    wanted, header = _row_task("country" if hasattr(entity, "iso") else "city", [a for a, _ in chosen])
     prompt = _encode(tokenizer, f"Find {wanted} of {entity.name}. Reply with one table row: {header}\n")
     reply = _encode(tokenizer, "| " + " | ".join([entity.name, *(v for _, v in chosen)]) + " |\n")
     return [(prompt, [0] * len(prompt)), (reply, [1] * len(reply))]
@@ -214,15 +219,16 @@ def page_sample(
     if not qa:
         return None
     hits = "\n".join(corpus.search_hit(i + 1, page, rng.uniform(5, 40)) for i, (_, page) in enumerate(pages))
-    if task_first and rng.random() < task_first:  # one task, then the hits, then its answer: a subagent's conversation
+    if task_first and rng.random() < task_first:  # the task, the hits, its answer: as a subagent meets them
         entity, page = rng.choice(pages)
         cells = page_cells(pw.world, entity, page["text"])
         if cells and rng.random() < row_share:
             (prompt, _), (reply, reply_mask) = _row_reply(rng, tokenizer, entity, cells)
         else:
             question, answer = rng.choice(page_facts(pw.world, entity, page["text"]) or qa)
-            prompt, cue, reply = _encode(tokenizer, f"Question: {question}\n"), _encode(tokenizer, "Answer:"), _encode(tokenizer, f" {answer}\n")
-            reply, reply_mask = cue + reply, [0] * len(cue) + [1] * len(reply)
+            prompt, cue = _encode(tokenizer, f"Question: {question}\n"), _encode(tokenizer, "Answer:")
+            answer_ids = _encode(tokenizer, f" {answer}\n")
+            reply, reply_mask = cue + answer_ids, [0] * len(cue) + [1] * len(answer_ids)
         context = _encode(tokenizer, hits + "\n")
         return Sample("pages", prompt + context + reply, [0] * (len(prompt) + len(context)) + reply_mask)
     if rng.random() < row_share:  # table rows instead of questions (a subagent's reply to a row task)
@@ -250,9 +256,7 @@ def walk_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: Page
     names = [e.name for e in rng.sample(pool, rng.randint(2, max_names))]
     chosen = sorted(rng.sample(range(len(attributes)), rng.randint(1, 3)))
     attrs = tuple(attributes[i] for i in chosen)
-    phrases = [a.phrase for a in attrs]
-    wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
-    header = "| " + " | ".join([noun, *(a.column for a in attrs)]) + " |"
+    wanted, header = _row_task(noun, attrs)
     serial = rng.random() < 0.5
     ids = list(_encode(tokenizer, table_question(noun, names, attrs, rng) + "\n"))  # the cached list stays intact
     mask = [0] * len(ids)
