@@ -382,11 +382,10 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     token_ids = _content_ids(tokenizer)
     induction = [induction_sample(rng, token_ids, spec.induction_length, spec.induction_span) for _ in range(n)]
     lookups = [lookup_sample(rng, tokenizer, spec.facts_per_lookup, 1) for _ in range(n)]
-    heldout = [
-        qa_sample("pages", tokenizer, text, [(q, a)])
-        for text, q, a in heldout_questions(page_world(spec.seed), 0, n, spec.max_pages)
-    ]
     pages = page_world(spec.seed)
+    heldout = [
+        qa_sample("pages", tokenizer, text, [(q, a)]) for text, q, a in heldout_questions(pages, 0, n, spec.max_pages)
+    ]
     walks = [walk_sample(rng, tokenizer, dataclasses.replace(pages, train=pages.heldout)) for _ in range(n)]
     pad = tokenizer.pad_token_id
     return {
