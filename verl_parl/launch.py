@@ -135,8 +135,20 @@ def _base_config(cfg: DictConfig) -> DictConfig:
     return compose(config_name="parl_trainer", overrides=[f"profile={cfg.parl.profile}"])
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def ray_init_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Keyword arguments for a private, loopback-only Ray cluster running verl's workers."""
+    """Keyword arguments for a private, loopback-only Ray cluster running verl's workers.
+
+    On the CPU profile every worker starts with ``OMP_NUM_THREADS`` = the usable cores: Ray would force 1
+    on actors that reserve no CPU, which leaves verl's trainer worker on one core while it computes log-probs
+    and updates the actor (the steps when nothing else runs). The HF inference servers, which generate side
+    by side, set their own thread count (``rollout.engine_kwargs.hf.num_threads``, ``parl.subagent.num_threads``).
+    An ``OMP_NUM_THREADS`` in the launching shell or in ``ray_kwargs.ray_init.runtime_env.env_vars`` wins.
+    """
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
     runtime_env = OmegaConf.to_container(OmegaConf.create(get_ppo_ray_runtime_env(cfg)), resolve=True)
@@ -154,10 +166,15 @@ def ray_init_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     ):
         if os.environ.get(key) is not None:
             env_vars[key] = os.environ[key]
+    if cfg.parl.profile == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        env_vars["OMP_NUM_THREADS"] = str(usable_cores())
     user = OmegaConf.to_container(cfg.ray_kwargs.get("ray_init", {}), resolve=True) or {}
     assert isinstance(user, dict)
     user_env = user.pop("runtime_env", None) or {}
     merged_env = OmegaConf.to_container(OmegaConf.merge(runtime_env, user_env), resolve=True)
+    assert isinstance(merged_env, dict)
+    # Ray wants strings; a command-line override such as `env_vars.OMP_NUM_THREADS=2` arrives as an int.
+    merged_env["env_vars"] = {key: str(value) for key, value in (merged_env.get("env_vars") or {}).items()}
     return {
         **{k: v for k, v in user.items() if v is not None},
         "runtime_env": merged_env,

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.launch import VERL_METRICS_FILE, format_summary, read_verl_metrics, start_end, write_reports
+from verl_parl.launch import (
+    VERL_METRICS_FILE,
+    format_summary,
+    ray_init_kwargs,
+    read_verl_metrics,
+    start_end,
+    usable_cores,
+    write_reports,
+)
 from verl_parl.traces.write import append_record
 
 
@@ -86,3 +96,37 @@ def test_the_summary_names_the_last_saved_hugging_face_policy(tmp_path: Path) ->
     assert summary["final_model"] == expected
     assert json.loads((tmp_path / "summary.json").read_text())["final_model"] == expected
     assert f"final model: {expected} (python -m verl_parl.evaluate --model {expected}" in format_summary(summary)
+
+
+def composed(overrides: list[str]) -> Any:
+    from hydra import compose, initialize_config_module
+
+    from verl_parl import assets
+
+    with initialize_config_module(config_module="verl_parl.configs", version_base=None):
+        with assets.building(False):
+            return compose(config_name="parl_trainer", overrides=overrides)
+
+
+def test_cpu_workers_get_every_usable_core_and_servers_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray would start verl's trainer worker with OMP_NUM_THREADS=1 (it reserves no CPU); the CPU profile
+    gives every worker the usable cores and each HF server one thread (they generate side by side)."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cfg = composed(["profile=cpu"])
+    env = ray_init_kwargs(cfg, tmp_path)["runtime_env"]["env_vars"]
+    assert env["OMP_NUM_THREADS"] == str(usable_cores())
+    assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf.num_threads == 1
+    assert cfg.parl.subagent.num_threads == 1
+
+
+def test_a_thread_count_from_the_user_wins_and_env_values_become_strings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cfg = composed(["profile=cpu", "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS=3"])
+    assert ray_init_kwargs(cfg, tmp_path)["runtime_env"]["env_vars"]["OMP_NUM_THREADS"] == "3"
+    assert "OMP_NUM_THREADS" not in ray_init_kwargs(composed(["profile=gpu"]), tmp_path)["runtime_env"]["env_vars"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")  # inherited by the workers from the launching shell
+    assert "OMP_NUM_THREADS" not in ray_init_kwargs(composed(["profile=cpu"]), tmp_path)["runtime_env"]["env_vars"]

@@ -48,6 +48,7 @@ def dedicated_handles(serving: SubagentServing, default_max_tokens: int = 256) -
             max_model_len=serving.max_model_len,
             default_max_tokens=default_max_tokens,
             frozen=True,
+            num_threads=serving.num_threads,
         )
         for name in server_names(serving)
     ]

@@ -23,7 +23,7 @@ class SubagentServing:
 
     ``dedicated``: ``instances`` frozen servers loaded from ``model_path``, never weight-synced, on
     ``engine`` (``hf``: named Ray actors ``parl_frozen_<i>``, restarted by Ray up to ``max_restarts``
-    times when their process dies; ``vllm``/``sglang``: verl rollout replicas owned by the
+    times when their process dies, each computing with ``num_threads`` torch threads; ``vllm``/``sglang``: verl rollout replicas owned by the
     ``parl_frozen_group`` actor; None: the policy's rollout name); ``external``: an
     OpenAI-compatible endpoint (``base_url``, ``model``); ``shared``: the live policy server (an ablation: NOT frozen).
     """
@@ -34,6 +34,7 @@ class SubagentServing:
     instances: int = 1
     max_model_len: int = 2048
     max_restarts: int = 3
+    num_threads: int = 1
     base_url: str | None = None
     model: str | None = None
 
@@ -44,6 +45,8 @@ class SubagentServing:
             raise ValueError("parl.subagent.base_url and parl.subagent.model are required with mode=external")
         if self.instances < 1:
             raise ValueError("parl.subagent.instances: must be at least 1")
+        if self.num_threads < 1:
+            raise ValueError(f"parl.subagent.num_threads: must be at least 1, got {self.num_threads}")
         if self.max_restarts < 0:
             raise ValueError(f"parl.subagent.max_restarts: must be >= 0, got {self.max_restarts}")
         if self.mode == "dedicated" and self.engine is not None and self.engine not in SUBAGENT_ENGINES:

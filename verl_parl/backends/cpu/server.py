@@ -307,14 +307,20 @@ def _aborted_output() -> TokenOutput:
 
 
 def server_options(config: Any, model_config: Any) -> dict[str, Any]:
-    """HFInferenceServer keyword arguments from verl's rollout and model configs."""
+    """HFInferenceServer keyword arguments from verl's rollout and model configs.
+
+    ``rollout.engine_kwargs.hf.num_threads`` sets the server's torch threads (absent: torch's default, which
+    under Ray is the worker's ``OMP_NUM_THREADS``).
+    """
     max_model_len = config.max_model_len or (config.prompt_length + config.response_length)
     local_path = getattr(model_config, "local_path", None)  # HFModelConfig has it; a DictConfig may not
+    hf_kwargs = (config.engine_kwargs or {}).get("hf") or {}
     return {
         "model_path": os.path.expanduser(local_path or model_config.path),
         "max_model_len": int(max_model_len),
         "default_max_tokens": int(config.response_length),
         "max_batch_size": int(config.max_num_seqs) if config.max_num_seqs else 64,
+        "num_threads": hf_kwargs.get("num_threads"),
     }
 
 
