@@ -38,12 +38,18 @@ class Panel:
 
 
 PANELS = (
-    Panel("heldout", "Held-out score", keys=("val-parl/item_f1/mean", "val-parl/score/mean"), prefixes=("val-core/",)),
+    Panel(
+        "heldout",
+        "Held-out score",
+        keys=("val-parl/item_f1/mean", "val-parl/score/mean", "val-parl/wide/item_f1/mean"),
+        prefixes=("val-core/",),
+    ),
     Panel(
         "heldout_steps",
         "Held-out steps and parallelism",
         keys=(
             "val-parl/critical_steps/mean",
+            "val-parl/wide/critical_steps/mean",
             "val-parl/total_steps/mean",
             "val-parl/parallelism/mean",
             "val-parl/num_assigned/mean",

@@ -129,16 +129,29 @@ def heldout_row(extra: Any) -> dict[str, float]:
     return row
 
 
-def heldout_metrics(extra_fields: list[Any]) -> dict[str, float]:
+def heldout_metrics(extra_fields: list[Any], data_sources: list[Any] | None = None) -> dict[str, float]:
     """``val-parl/<name>/mean`` over the validation episodes that report ``<name>`` (see
-    :func:`heldout_row`), plus ``val-parl/episodes``: the number of episodes read."""
+    :func:`heldout_row`), plus ``val-parl/episodes``: the number of episodes read.
+
+    With ``data_sources`` (one per episode) naming more than one source, the same means per source under
+    ``val-parl/<kind>/``, ``<kind>`` the source's last path part (``verl_parl/research/wide`` -> ``wide``)."""
     rows = [heldout_row(extra) for extra in extra_fields]
-    metrics = {f"{HELDOUT_PREFIX}/episodes": float(len(rows))}
+    metrics = {f"{HELDOUT_PREFIX}/episodes": float(len(rows)), **_means(rows, HELDOUT_PREFIX)}
+    kinds = [str(source).rsplit("/", 1)[-1] for source in data_sources or []]
+    if len(kinds) == len(rows) and len(set(kinds)) > 1:
+        for kind in sorted(set(kinds)):
+            group = [row for row, of in zip(rows, kinds, strict=True) if of == kind]
+            metrics.update(_means(group, f"{HELDOUT_PREFIX}/{kind}"))
+    return metrics
+
+
+def _means(rows: list[dict[str, float]], prefix: str) -> dict[str, float]:
+    means = {}
     for name in HELDOUT_FIELDS:
         values = [row[name] for row in rows if name in row]
         if values:
-            metrics[f"{HELDOUT_PREFIX}/{name}/mean"] = sum(values) / len(values)
-    return metrics
+            means[f"{prefix}/{name}/mean"] = sum(values) / len(values)
+    return means
 
 
 class ParlHooks:
@@ -255,14 +268,19 @@ class ParlHooks:
         if not self.parl_active:
             return super()._validate()  # type: ignore[misc, no-any-return]
         episodes: list[Any] = []
+        sources: list[Any] = []
         buffer = self.replay_buffer  # type: ignore[attr-defined]
         sample = buffer.sample
 
         def sample_and_read(*args: Any, **kwargs: Any) -> Any:
             batch, sample_metrics = sample(*args, **kwargs)
             if batch.keys:
-                data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-                episodes.extend(final_session_rows(list(batch.keys), data.pop("extra_fields").tolist()))
+                fields = ["extra_fields", "data_source"]
+                data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+                keys, extra = list(batch.keys), data.pop("extra_fields").tolist()
+                source = data.pop("data_source", None)
+                episodes.extend(final_session_rows(keys, extra))
+                sources.extend(final_session_rows(keys, source.tolist() if source is not None else ["unknown"] * len(keys)))
             return batch, sample_metrics
 
         buffer.sample = sample_and_read
@@ -270,7 +288,7 @@ class ParlHooks:
             metrics: dict[str, float] = super()._validate()  # type: ignore[misc]
         finally:
             buffer.sample = sample
-        metrics.update(heldout_metrics(episodes))
+        metrics.update(heldout_metrics(episodes, sources))
         self._trace_rewards(episodes)
         return metrics
 

@@ -184,11 +184,13 @@ def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(
         "b_0_0": {**swarm_episode(1.0, 6, 12, 2.0, 5), "trace_id": "traced-b"},  # a traced episode
     }
 
+    sources = {"a": "verl_parl/research/wide", "b": "verl_parl/research/deep"}
+
     def kv_batch_get(keys: list[str], partition_id: str, select_fields: list[str]) -> dict:
-        assert partition_id == "val" and select_fields == ["extra_fields"]
+        assert partition_id == "val" and select_fields == ["extra_fields", "data_source"]
         column = np.empty(len(keys), dtype=object)
         column[:] = [store[k] for k in keys]
-        return {"extra_fields": column}
+        return {"extra_fields": column, "data_source": np.array([sources[k[0]] for k in keys], dtype=object)}
 
     def verl_validate(self: ParlSyncTrainer) -> dict[str, float]:
         while self.replay_buffer.sample(batch_size=2)[0].keys:
@@ -211,6 +213,8 @@ def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(
         "val-parl/total_steps/mean": 10.0,
         "val-parl/parallelism/mean": 2.0,
         "val-parl/num_assigned/mean": 4.0,
+        **{f"val-parl/wide/{name}/mean": value for name, value in heldout_row(store["a_0_1"]).items()},
+        **{f"val-parl/deep/{name}/mean": value for name, value in heldout_row(store["b_0_0"]).items()},
     }
     assert buffer.sample.__func__ is FakeBuffer.sample  # the wrapper is removed after validation
     rewards = (tmp_path / "traces" / "rewards.jsonl").read_text().splitlines()
@@ -245,3 +249,17 @@ def test_console_says_when_the_scorer_reports_no_item_f1() -> None:
     lines = format_summary({**summary, "heldout": {"held-out critical steps": steps}}).splitlines()
     assert lines[2] == "held-out item-F1: not reported (the task's scorer has no item_f1)"
     assert lines[3].split()[-2:] == ["4", "3"]
+
+
+def test_a_validation_set_of_several_sources_is_also_summed_up_per_source() -> None:
+    rows = [swarm_episode(0.5, 3, 9, 2.0, 4), swarm_episode(0.25, 8, 8, 1.0, 1), swarm_episode(1.0, 5, 10, 3.0, 7)]
+    sources = ["verl_parl/research/wide", "verl_parl/research/deep", "verl_parl/research/wide"]
+    metrics = heldout_metrics(rows, sources)
+    assert metrics["val-parl/item_f1/mean"] == pytest.approx(1.75 / 3)
+    assert metrics["val-parl/wide/item_f1/mean"] == 0.75
+    assert metrics["val-parl/wide/critical_steps/mean"] == 4.0
+    assert metrics["val-parl/deep/critical_steps/mean"] == 8.0
+    assert metrics["val-parl/deep/num_assigned/mean"] == 1.0
+    one_source = heldout_metrics(rows, ["verl_parl/research/wide"] * 3)
+    assert not any(key.startswith("val-parl/wide/") for key in one_source)
+    assert heldout_metrics(rows, None) == heldout_metrics(rows)
