@@ -397,7 +397,13 @@ async def _aiter(items: Any) -> AsyncIterator[Any]:
 
 
 def start_frozen_server(
-    model_path: str, *, name: str, max_model_len: int, default_max_tokens: int, max_batch_size: int = 64
+    model_path: str,
+    *,
+    name: str,
+    max_model_len: int,
+    default_max_tokens: int,
+    max_batch_size: int = 64,
+    num_threads: int | None = None,
 ) -> Any:
     """Start a named, frozen HF server actor from a checkpoint folder (weights never updated).
 
@@ -413,6 +419,7 @@ def start_frozen_server(
             default_max_tokens=default_max_tokens,
             max_batch_size=max_batch_size,
             frozen=True,
+            num_threads=num_threads,
         )
     )
     ray.get(actor.stats.remote())
