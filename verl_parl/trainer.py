@@ -279,8 +279,9 @@ class ParlHooks:
                 data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
                 keys, extra = list(batch.keys), data.pop("extra_fields").tolist()
                 source = data.pop("data_source", None)
+                source = source.tolist() if source is not None else ["unknown"] * len(keys)
                 episodes.extend(final_session_rows(keys, extra))
-                sources.extend(final_session_rows(keys, source.tolist() if source is not None else ["unknown"] * len(keys)))
+                sources.extend(final_session_rows(keys, source))
             return batch, sample_metrics
 
         buffer.sample = sample_and_read

@@ -103,9 +103,8 @@ def composed(overrides: list[str]) -> Any:
 
     from verl_parl import assets
 
-    with initialize_config_module(config_module="verl_parl.configs", version_base=None):
-        with assets.building(False):
-            return compose(config_name="parl_trainer", overrides=overrides)
+    with initialize_config_module(config_module="verl_parl.configs", version_base=None), assets.building(False):
+        return compose(config_name="parl_trainer", overrides=overrides)
 
 
 def test_cpu_workers_get_every_usable_core_and_servers_one_thread(

@@ -23,8 +23,8 @@ class SubagentServing:
 
     ``dedicated``: ``instances`` frozen servers loaded from ``model_path``, never weight-synced, on
     ``engine`` (``hf``: named Ray actors ``parl_frozen_<i>``, restarted by Ray up to ``max_restarts``
-    times when their process dies, each computing with ``num_threads`` torch threads; ``vllm``/``sglang``: verl rollout replicas owned by the
-    ``parl_frozen_group`` actor; None: the policy's rollout name); ``external``: an
+    times when their process dies, each computing with ``num_threads`` torch threads; ``vllm``/``sglang``:
+    verl rollout replicas owned by the ``parl_frozen_group`` actor; None: the policy's rollout name); ``external``: an
     OpenAI-compatible endpoint (``base_url``, ``model``); ``shared``: the live policy server (an ablation: NOT frozen).
     """
 
