@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from verl_parl.backends.cpu.server import server_options
+from verl_parl.config import ConfigError
 from verl_parl.launch import (
     VERL_METRICS_FILE,
     format_summary,
@@ -18,6 +20,7 @@ from verl_parl.launch import (
     usable_cores,
     write_reports,
 )
+from verl_parl.swarm.config import parse_swarm
 from verl_parl.traces.write import append_record
 
 
@@ -116,8 +119,12 @@ def test_cpu_workers_get_every_usable_core_and_servers_one_thread(
     cfg = composed(["profile=cpu"])
     env = ray_init_kwargs(cfg, tmp_path)["runtime_env"]["env_vars"]
     assert env["OMP_NUM_THREADS"] == str(usable_cores())
-    assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf.num_threads == 1
-    assert cfg.parl.subagent.num_threads == 1
+    model = OmegaConf.create({"path": "/models/policy"})
+    assert server_options(cfg.actor_rollout_ref.rollout, model)["num_threads"] == 1  # the policy's HF server
+    serving = parse_swarm({}, OmegaConf.to_container(cfg.parl.subagent), None).subagent  # the frozen servers'
+    assert serving.num_threads == 1
+    with pytest.raises(ConfigError, match=r"parl\.subagent\.num_threads: must be at least 1"):
+        parse_swarm({}, {"num_threads": 0}, None)
 
 
 def test_a_thread_count_from_the_user_wins_and_env_values_become_strings(
