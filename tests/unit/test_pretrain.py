@@ -209,6 +209,27 @@ def test_heldout_questions_only_ask_about_heldout_entities() -> None:
     assert all(q.rsplit(" of ", 1)[1].rstrip("?") in heldout for _, q, _ in questions)
 
 
+def test_heldout_rows_score_the_asked_values_of_heldout_entities(tokenizer: PreTrainedTokenizerBase) -> None:
+    """The row gate: a row task over held-out pages, scored on its values in the header's order, not the name."""
+    pw = page_world(0)
+    heldout = {e.name for e in (*pw.heldout.countries, *pw.heldout.cities)}
+    rows = samples.heldout_rows(pw, tokenizer, 0, 40, max_pages=3)
+    assert len(rows) >= 35
+    orders = set()
+    for sample in rows:
+        text = tokenizer.decode(sample.input_ids)
+        hits, task, row = text.rstrip("\n").rsplit("\n", 2)
+        name = task.partition(". Reply")[0].rpartition(" of ")[2]
+        header = [c.strip() for c in task.partition("table row: ")[2].strip("|").split("|")]
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert name in heldout and cells[0] == name and f"] {name} (docid" in hits
+        assert len(cells) == len(header) and all(cell in hits for cell in cells[1:])
+        assert " ".join(_scored_spans(tokenizer, sample)).split() == " ".join(cells[1:]).split()  # values only
+        orders.add(tuple(header[1:]))
+    assert len(orders) > 10  # attributes asked in many combinations and orders
+    assert samples.heldout_rows(pw, tokenizer, 0, 5) == samples.heldout_rows(pw, tokenizer, 0, 5)  # seeded
+
+
 def test_mixture_follows_the_phases() -> None:
     phases = ((10, (1.0, 0.0, 0.0)), (20, (0.5, 0.5, 0.0)), (30, (0.0, 0.0, 1.0)))
     assert mixture_at(0, phases) == (1.0, 0.0, 0.0)

@@ -59,6 +59,7 @@ from verl_parl.models.samples import (
     PageWorld,
     Sample,
     heldout_questions,
+    heldout_rows,
     induction_sample,
     lookup_sample,
     page_sample,
@@ -133,8 +134,9 @@ class PretrainSpec:
     row_share: float = 0.0  # share of page samples answered with table rows instead of questions
     task_first: float = 0.0  # share of page samples written as a subagent sees them: one task, hits, answer
     walk_share: float = 0.0  # share of page samples replaced by list walks (walk_sample: the next name)
-    seed: int = 0
-    grow_from: PretrainSpec | None = None  # continue from this shallower checkpoint (see grown_model)
+    seed: int = 0  # the curriculum's draws and the suite's split of training and held-out entities
+    stream: int = 0  # another draw of the curriculum's samples (the same split): for a stage continuing one
+    grow_from: PretrainSpec | None = None  # continue from this checkpoint, grown if shallower (grown_model)
 
     def __post_init__(self) -> None:
         errors = [
@@ -169,8 +171,8 @@ class PretrainSpec:
             start = self.grow_from.base
             if dataclasses.replace(start, num_layers=self.base.num_layers) != self.base:
                 errors.append(f"grow_from's model {start} must differ from base {self.base} in num_layers only")
-            elif start.num_layers >= self.base.num_layers:
-                errors.append(f"grow_from's {start.num_layers} layers must be fewer than base's {self.base.num_layers}")
+            elif start.num_layers > self.base.num_layers:
+                errors.append(f"grow_from's {start.num_layers} layers must be at most base's {self.base.num_layers}")
         if errors:
             raise ValueError("invalid PretrainSpec: " + "; ".join(errors))
 
@@ -183,7 +185,7 @@ class PretrainSpec:
                 k: v
                 for k, v in dataclasses.asdict(self).items()
                 if k not in ("base", "grow_from")
-                and not (k in ("row_share", "task_first", "walk_share") and v == 0)  # older digests
+                and not (k in ("row_share", "task_first", "walk_share", "stream") and v == 0)  # older digests
             },
         }
         if self.grow_from is not None:
@@ -259,7 +261,7 @@ class Curriculum:
     def __init__(self, spec: PretrainSpec, tokenizer: PreTrainedTokenizerBase) -> None:
         self.spec = spec
         self.tokenizer = tokenizer
-        self.rng = random.Random(spec.seed)
+        self.rng = random.Random(spec.seed if not spec.stream else f"{spec.seed}/{spec.stream}")
         self.token_ids = _content_ids(tokenizer)
         self._pages: PageWorld | None = None
 
@@ -387,6 +389,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
         qa_sample("pages", tokenizer, text, [(q, a)]) for text, q, a in heldout_questions(pages, 0, n, spec.max_pages)
     ]
     walks = [walk_sample(rng, tokenizer, dataclasses.replace(pages, train=pages.heldout)) for _ in range(n)]
+    rows = heldout_rows(pages, tokenizer, 0, n, spec.max_pages)
     pad = tokenizer.pad_token_id
     return {
         "induction": round(_exact(model, induction, pad)[0], 4),
@@ -394,6 +397,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
         "heldout_lookup": round(_exact(model, heldout, pad)[1], 4),
         "heldout_questions": len(heldout),
         "heldout_walk": round(_exact(model, walks, pad)[2], 4),
+        "heldout_row_cells": round(_exact(model, rows, pad)[2], 4),
     }
 
 
