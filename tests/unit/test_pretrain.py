@@ -428,6 +428,16 @@ def test_a_grown_model_computes_what_the_shallow_one_did_and_then_learns(tmp_pat
     assert grown.model.layers[4].mlp.down_proj.weight.abs().sum() > 0
 
 
+def test_a_stream_draws_other_samples_from_the_same_split(tokenizer: PreTrainedTokenizerBase) -> None:
+    """A continuing stage (``stream``) must not see the samples its start saw, nor a held-out entity."""
+    spec = PretrainSpec(base=SMALL, steps=10, phases=((10, (0.0, 0.0, 1.0)),), row_share=0.5)
+    first, other = (pt.Curriculum(dataclasses.replace(spec, stream=s), tokenizer) for s in (0, 1))
+    again = pt.Curriculum(spec, tokenizer)
+    drawn = [[c.sample("pages").input_ids for _ in range(8)] for c in (first, other, again)]
+    assert drawn[0] == drawn[2] and all(a != b for a, b in zip(drawn[0], drawn[1], strict=True))
+    assert first._pages is other._pages  # page_world(seed): one split of training and held-out entities
+
+
 def test_a_grown_recipe_names_its_start_in_its_digest() -> None:
     deeper = dataclasses.replace(SMALL_READER, num_layers=3)
     start = PretrainSpec(base=SMALL_READER, steps=10, phases=((10, (1.0, 0.0, 0.0)),))
@@ -435,5 +445,8 @@ def test_a_grown_recipe_names_its_start_in_its_digest() -> None:
     assert grown.digest() != dataclasses.replace(grown, grow_from=dataclasses.replace(start, seed=1)).digest()
     with pytest.raises(ValueError, match="num_layers only"):
         PretrainSpec(base=dataclasses.replace(deeper, hidden_size=128), grow_from=start)
-    with pytest.raises(ValueError, match="must be fewer"):
-        PretrainSpec(base=SMALL_READER, grow_from=start)
+    with pytest.raises(ValueError, match="must be at most"):
+        PretrainSpec(base=SMALL_READER, grow_from=grown)
+    continued = PretrainSpec(base=deeper, steps=10, phases=((10, (0.1, 0.2, 0.7)),), grow_from=grown, stream=1)
+    assert continued.digest() != dataclasses.replace(continued, stream=2).digest()  # another stage, other samples
+    assert grown.digest() == dataclasses.replace(grown, stream=0).digest()
