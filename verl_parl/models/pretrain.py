@@ -16,14 +16,14 @@ loss is dense on content-addressed copies. So pretraining runs a curriculum of t
   page, never remembered.
 
 The mixture moves from the first source towards the last over :attr:`PretrainSpec.phases`. At the end
-three gates are measured: ``induction`` (share of copied tokens predicted right), ``lookup`` (made-up
+gates are measured: ``induction`` (share of copied tokens predicted right), ``lookup`` (made-up
 facts answered exactly) and ``heldout_lookup`` (share of questions about **held-out** entities' real
 pages, among other held-out hits, answered exactly, greedy; held-out entities are never in the
-training stream). The result is an ordinary HF checkpoint folder with the gates in
-its marker. The reader the research cold start (:mod:`verl_parl.models.coldstart`) starts from,
-:data:`READER_PRETRAIN`, is that 2-layer checkpoint grown to 4 layers (:func:`grown_model`: the new layers
-start as no-ops) and trained on: a 4-layer model trained from random weights did not form induction heads
-in the same budget.
+training stream), ``heldout_walk`` and ``heldout_row_cells`` (:func:`evaluate_gates`). The result is an
+ordinary HF checkpoint folder with the gates in its marker. The reader the research cold start
+(:mod:`verl_parl.models.coldstart`) starts from, :data:`READER_PRETRAIN`, is that 2-layer checkpoint grown
+to 4 layers (:func:`grown_model`: the new layers start as no-ops) and trained on: a 4-layer model trained
+from random weights did not form induction heads in the same budget.
 
 Usage::
 
@@ -378,7 +378,8 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     """``induction``: copied tokens predicted right; ``heldout_lookup``: questions on held-out entities'
     real pages (among up to ``max_pages`` search hits) answered exactly (greedy); ``lookup``: made-up
     facts answered exactly; ``heldout_walk``: the names a list walk (:func:`walk_sample`) over held-out
-    entities hands out, each name all right (teacher-forced)."""
+    entities hands out, each name all right (teacher-forced); ``heldout_row_cells``: the values of row tasks
+    over held-out pages written right, in the header's column order (teacher-forced; :func:`heldout_rows`)."""
     rng = random.Random(f"{spec.seed}/gates")
     n = spec.gate_samples
     token_ids = _content_ids(tokenizer)
