@@ -429,7 +429,7 @@ def test_a_grown_model_computes_what_the_shallow_one_did_and_then_learns(tmp_pat
 
 
 def test_a_stream_draws_other_samples_from_the_same_split(tokenizer: PreTrainedTokenizerBase) -> None:
-    """A continuing stage (``stream``) must not see the samples its start saw, nor a held-out entity."""
+    """A continuing stage (``stream``) draws samples its start did not, from the same split of entities."""
     spec = PretrainSpec(base=SMALL, steps=10, phases=((10, (0.0, 0.0, 1.0)),), row_share=0.5)
     first, other = (pt.Curriculum(dataclasses.replace(spec, stream=s), tokenizer) for s in (0, 1))
     again = pt.Curriculum(spec, tokenizer)

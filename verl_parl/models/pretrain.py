@@ -135,7 +135,7 @@ class PretrainSpec:
     task_first: float = 0.0  # share of page samples written as a subagent sees them: one task, hits, answer
     walk_share: float = 0.0  # share of page samples replaced by list walks (walk_sample: the next name)
     seed: int = 0  # the curriculum's draws and the suite's split of training and held-out entities
-    stream: int = 0  # another draw of the curriculum's samples (the same split): for a stage continuing one
+    stream: int = 0  # another draw of the curriculum's samples (same split): a stage continuing another
     grow_from: PretrainSpec | None = None  # continue from this checkpoint, grown if shallower (grown_model)
 
     def __post_init__(self) -> None:

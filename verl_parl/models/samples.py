@@ -277,8 +277,7 @@ def row_gate_sample(tokenizer: PreTrainedTokenizerBase, context: str, entity: An
     """``context`` (search hits), a row task for ``cells`` and its row, the loss on the asked values only
     (not the entity's name; the tokens as the whole row tokenizes): with :func:`~verl_parl.models.pretrain`'s
     span accuracy, the share of values a teacher-forced reader writes right."""
-    _, header = _row_task("country" if hasattr(entity, "iso") else "city", [a for a, _ in cells])
-    wanted = _row_task("", [a for a, _ in cells])[0]
+    wanted, header = _row_task("country" if hasattr(entity, "iso") else "city", [a for a, _ in cells])
     prompt = _encode(tokenizer, f"{context}\nFind {wanted} of {entity.name}. Reply with one table row: {header}\n")
     values = [entity.name, *(v for _, v in cells)]
     row = "| " + " | ".join(values) + " |\n"
