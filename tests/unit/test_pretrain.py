@@ -212,7 +212,7 @@ def test_heldout_questions_only_ask_about_heldout_entities() -> None:
 def test_heldout_rows_score_the_asked_values_of_heldout_entities(tokenizer: PreTrainedTokenizerBase) -> None:
     """The row gate: a row task over held-out pages, scored on its values in the header's order, not the name."""
     pw = page_world(0)
-    heldout = {e.name for e in (*pw.heldout.countries, *pw.heldout.cities)}
+    heldout = {e.name: e for e in (*pw.heldout.countries, *pw.heldout.cities)}
     rows = samples.heldout_rows(pw, tokenizer, 0, 40, max_pages=3)
     assert len(rows) >= 35
     orders = set()
@@ -224,6 +224,9 @@ def test_heldout_rows_score_the_asked_values_of_heldout_entities(tokenizer: PreT
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert name in heldout and cells[0] == name and f"] {name} (docid" in hits
         assert len(cells) == len(header) and all(cell in hits for cell in cells[1:])
+        page = samples._page(pw.world, heldout[name], 0)["text"]
+        on_page = {a.column: v for a, v in samples.page_cells(pw.world, heldout[name], page)}
+        assert cells[1:] == [on_page[column] for column in header[1:]]  # each value under its own column
         assert " ".join(_scored_spans(tokenizer, sample)).split() == " ".join(cells[1:]).split()  # values only
         orders.add(tuple(header[1:]))
     assert len(orders) > 10  # attributes asked in many combinations and orders

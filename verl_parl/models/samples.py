@@ -273,6 +273,16 @@ def walk_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: Page
     return Sample("walk", ids, mask)
 
 
+def _among_hits(
+    rng: random.Random, page: dict[str, str], pool: Sequence[Any], *, world: Any, seed: int, max_pages: int
+) -> str:
+    """``page`` listed as a search hit at a random rank among up to ``max_pages - 1`` other pages of ``pool``."""
+    others = [_page(world, e, seed) for e in rng.sample(pool, rng.randint(0, max_pages - 1))]
+    listed = [p for p in others if p["title"] != page["title"]]
+    listed.insert(rng.randint(0, len(listed)), page)
+    return "\n".join(corpus.search_hit(i + 1, p, rng.uniform(5, 40)) for i, p in enumerate(listed))
+
+
 def row_gate_sample(tokenizer: PreTrainedTokenizerBase, context: str, entity: Any, cells: list[Any]) -> Sample:
     """``context`` (search hits), a row task for ``cells`` and its row, the loss on the asked values only
     (not the entity's name; the tokens as the whole row tokenizes): with :func:`~verl_parl.models.pretrain`'s
@@ -306,10 +316,7 @@ def heldout_rows(
         cells = page_cells(pw.world, entity, page["text"])
         if not cells:
             continue
-        others = [_page(pw.world, e, seed) for e in rng.sample(entities, rng.randint(0, max_pages - 1))]
-        listed = [p for p in others if p["title"] != entity.name]
-        listed.insert(rng.randint(0, len(listed)), page)
-        context = "\n".join(corpus.search_hit(i + 1, p, rng.uniform(5, 40)) for i, p in enumerate(listed))
+        context = _among_hits(rng, page, entities, world=pw.world, seed=seed, max_pages=max_pages)
         out.append(row_gate_sample(tokenizer, context, entity, rng.sample(cells, min(len(cells), rng.randint(1, 3)))))
     return out
 
@@ -323,10 +330,7 @@ def heldout_questions(pw: PageWorld, seed: int, limit: int, max_pages: int = 1) 
     out = []
     for entity in entities:
         page = _page(pw.world, entity, seed)
-        others = [_page(pw.world, e, seed) for e in rng.sample(entities, rng.randint(0, max_pages - 1))]
-        listed = [p for p in others if p["title"] != entity.name]
-        listed.insert(rng.randint(0, len(listed)), page)
-        context = "\n".join(corpus.search_hit(i + 1, p, rng.uniform(5, 40)) for i, p in enumerate(listed))
+        context = _among_hits(rng, page, entities, world=pw.world, seed=seed, max_pages=max_pages)
         for question, answer in page_facts(pw.world, entity, page["text"]):
             out.append((context, question, answer))
     rng.shuffle(out)
