@@ -372,6 +372,12 @@ def test_lookup_scores_by_hand() -> None:
     garbled = call.replace("hungary", "Hungry")
     assert lookup_scores("Hungary", garbled, "| Hungary |", gold) == (False, 2, 0, False)
     assert lookup_scores("Hungary", "no call at all", "", gold) == (False, 2, 0, False)
+    # a restated header line is not the row; without the header given, the first line is taken as the row
+    header = "| country | currency code | continent |"
+    restated = f"{header}\n| Hungary | HUF | Europe |"
+    assert lookup_scores("Hungary", call, restated, gold, header) == (True, 2, 2, True)
+    assert lookup_scores("Hungary", call, restated, gold) == (True, 2, 0, False)
+    assert lookup_scores("Hungary", call, header, gold, header) == (True, 2, 0, False)
 
 
 def test_values_are_taken_as_the_page_writes_them() -> None:

@@ -128,8 +128,32 @@ def test_heldout_row_lookups_ask_only_about_held_out_entities() -> None:
         check_demo(demo)
         entity = demo.meta["entity"]
         assert entity in demo.messages[1]["content"]
-        assert demo.meta["answer"].startswith(f"| {entity} |")
+        assert demo.meta["row"].startswith(f"| {entity} |") and demo.meta["answer"].endswith(demo.meta["row"])
+        assert demo.meta["header"] in demo.messages[1]["content"]
         assert world.world.entity_country(by_title[entity]) in pools["val"]
+
+
+@pytest.mark.parametrize("restate", [False, True])
+def test_row_replies_restate_the_header_when_asked(monkeypatch: pytest.MonkeyPatch, restate: bool) -> None:
+    from verl_parl.tasks.research import demos
+
+    monkeypatch.setattr(demos, "RESTATE_HEADER", restate)
+    rng = random.Random(7)
+    rows = [d for d in (demos.research_subagent(rng) for _ in range(24)) if d.meta["part"] == "row"]
+    assert rows
+    for demo in rows:
+        reply = demo.messages[-1]["content"]
+        assignment = demo.messages[1]["content"]
+        assert assignment.endswith(demo.meta["header"])  # "... Reply with one table row: | country | ... |"
+        assert reply.splitlines() == ([demo.meta["header"]] if restate else []) + [demo.meta["row"]]
+    wide = [d for d in (demos.research_orchestrator(rng) for _ in range(12)) if d.meta["task_kind"] == "wide"]
+    assert wide
+    for demo in wide:
+        results = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("|")]
+        table = demo.messages[-1]["content"].removeprefix("<answer>").removesuffix("</answer>").splitlines()
+        header, rows = table[0], table[2:]
+        # every subagent result is the row the table copies, below the table's header when restated
+        assert sorted(results) == sorted(f"{header}\n{row}" if restate else row for row in rows)
 
 
 def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values() -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "evaluate_model",
     "first_turn_valid",
     "lookup_scores",
+    "reply_row",
 ]
 
 
@@ -183,6 +184,8 @@ def _correct(demo: Demo, transcript: str, final: str) -> bool:
     and case), or for an agent the ``research`` scorer's full marks."""
     if "expression" in demo.meta:
         return bool(arithmetic.number_match(transcript, demo.meta["answer"])["acc"])
+    if demo.role == "subagent" and "row" in demo.meta:
+        return _cells(reply_row(final, demo.meta["header"])) == _cells(demo.meta["row"])
     if demo.role == "subagent":
         return _cells(final) == _cells(str(demo.meta["answer"]))
     from verl_parl.tasks.research.scoring import research_scorer
@@ -195,6 +198,16 @@ def _correct(demo: Demo, transcript: str, final: str) -> bool:
 
 def _cells(text: str) -> list[str]:
     return [" ".join(cell.split()).lower() for cell in text.strip().strip("|").split("|")]
+
+
+def reply_row(reply: str, header: str) -> str:
+    """The table row of a subagent's ``reply``: its first line holding a cell that is not a cell of the same
+    place in ``header`` (a restated header is skipped); the whole reply when no line does."""
+    columns = _cells(header)
+    for line in reply.strip().splitlines():
+        if "|" in line and _cells(line) != columns:
+            return line
+    return reply
 
 
 async def _run_tool(tools: dict[str, Any], call: ToolCall | CallError) -> str:
@@ -228,11 +241,14 @@ class LookupReport:
         }
 
 
-def lookup_scores(entity: str, first_turn: str, reply: str, gold_row: str) -> tuple[bool, int, int, bool]:
+def lookup_scores(
+    entity: str, first_turn: str, reply: str, gold_row: str, header: str = ""
+) -> tuple[bool, int, int, bool]:
     """``(query names the entity, value cells, value cells right, row right)`` of one lookup.
 
     A query names the entity when one of the first turn's ``search`` queries contains its name (case
-    ignored); value cells are the gold row's cells after the first (the entity's name)."""
+    ignored); value cells are the gold row's cells after the first (the entity's name), compared with the
+    reply's row (:func:`reply_row`: a restated ``header`` line is skipped)."""
     _, calls = parse_tool_calls(first_turn)
     queries = [
         str(q)
@@ -241,7 +257,7 @@ def lookup_scores(entity: str, first_turn: str, reply: str, gold_row: str) -> tu
         for q in (c.arguments.get("queries") or [])
     ]
     named = any(entity.lower() in q.lower() for q in queries)
-    gold, got = _cells(gold_row), _cells(reply)
+    gold, got = _cells(gold_row), _cells(reply_row(reply, header))
     right = sum(i < len(got) and got[i] == cell for i, cell in enumerate(gold) if i > 0)
     return named, len(gold) - 1, right, got == gold
 
@@ -280,7 +296,9 @@ async def _evaluate_lookups(
         await engine.close()
     report = LookupReport(len(demos), 0, 0, 0, 0)
     for index, (demo, (first, _)) in enumerate(zip(demos, episodes, strict=True)):
-        named, cells, right, whole = lookup_scores(demo.meta["entity"], first, finals[index], demo.meta["answer"])
+        named, cells, right, whole = lookup_scores(
+            demo.meta["entity"], first, finals[index], demo.meta["row"], demo.meta["header"]
+        )
         report.query_names_entity += named
         report.values += cells
         report.values_right += right

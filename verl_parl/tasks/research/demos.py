@@ -80,6 +80,10 @@ SUBAGENT_PROMPTS = (
 ...", "Reply with ..."): a small model copying an assignment from the question would otherwise continue
 the nearest earlier "Find the" -- the subagent's system prompt in the create_subagent call just before
 (measured: 4 of 16 held-out orchestrations assigned "Find the facts with search. ..." four times)."""
+RESTATE_HEADER = False
+"""Whether a subagent's row reply restates the assignment's header line above the row (two lines, what the
+orchestrator then reads as the result): the column order then sits just above the cells to fill, instead of
+hundreds of tokens up in the assignment."""
 _PHRASES = {a.column: a.phrase for a in (*COUNTRY_ATTRIBUTES, *CITY_ATTRIBUTES)}
 _PAIRED_TYPES = ("common_neighbour", "larger_capital")  # their pages are looked up two at a time
 _MAX_DRAWS = 200
@@ -188,6 +192,11 @@ def _header(columns: tuple[str, ...]) -> str:
     return "| " + " | ".join(columns) + " |"
 
 
+def _row_reply(task: Task, row: str) -> str:
+    """A subagent's reply with one row of ``task``: the row, below the header when :data:`RESTATE_HEADER`."""
+    return f"{_header(task.columns)}\n{row}" if RESTATE_HEADER else row
+
+
 def _table(task: Task, rows: list[str]) -> str:
     rule = "|" + "|".join("---" for _ in task.columns) + "|"
     return "\n".join([_header(task.columns), rule, *rows])
@@ -260,9 +269,10 @@ def _row_lookup(dw: DemoWorld, task: Task, rng: random.Random, system: str) -> D
     first = 1 if task.type == "wide_neighbours" else 0  # gold_docids of wide_neighbours start with the centre
     index = rng.randrange(len(task.rows))
     docid = task.gold_docids[first + index]
-    reply = _row(task, index, dw.pages[docid]["text"])
+    row = _row(task, index, dw.pages[docid]["text"])
+    reply = _row_reply(task, row)
     messages = _subagent_messages(system, _row_prompt(task, index), [[dw.title(docid)]], dw, reply)
-    meta = {"answer": reply, "part": "row", "entity": task.rows[index][0]}
+    meta = {"answer": reply, "part": "row", "entity": task.rows[index][0], "row": row, "header": _header(task.columns)}
     return Demo("subagent", messages, [dw.search_schema], meta)
 
 
@@ -340,13 +350,14 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
         call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _row_prompt(task, i)}) for i in range(len(task.rows))
     ]
     rows = [_row(task, i, dw.pages[task.gold_docids[first + i]]["text"]) for i in range(len(task.rows))]
+    replies = [_row_reply(task, row) for row in rows]
     style = "parallel" if rng.random() < PARALLEL_SHARE else "serial"
     if style == "parallel":
-        messages += [_turn(pending + assigns), *_results(pending_results + rows)]
+        messages += [_turn(pending + assigns), *_results(pending_results + replies)]
     else:
-        for i, (assign, row) in enumerate(zip(assigns, rows, strict=True)):
+        for i, (assign, reply) in enumerate(zip(assigns, replies, strict=True)):
             head, head_results = (pending, pending_results) if i == 0 else ([], [])
-            messages += [_turn([*head, assign]), *_results([*head_results, row])]
+            messages += [_turn([*head, assign]), *_results([*head_results, reply])]
     messages.append({"role": "assistant", "content": _answer(_table(task, rows))})
     return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": style})
 
