@@ -86,8 +86,9 @@ def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demo
             assert all(len(a) == 1 for a in row_turns) and len(row_turns) >= 2
         final = demo.messages[-1]["content"]
         assert final.startswith("<answer>") and final.endswith("</answer>")
-        if demo.meta["style"] != "deep":  # every subagent row is copied into the table
-            rows = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("| ")]
+        if demo.meta["style"] != "deep":  # every subagent row (below its restated header) is copied into the table
+            results = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("| ")]
+            rows = [result.splitlines()[-1] for result in results]
             assert rows and all(row in final for row in rows)
 
 
@@ -106,7 +107,8 @@ def test_subagent_rows_copy_values_as_the_page_writes_them() -> None:
     assert rows
     for demo in rows:
         page = demo.messages[3]["content"]
-        cells = [c.strip() for c in demo.messages[-1]["content"].strip("|").split("|")]
+        cells = [c.strip() for c in demo.meta["row"].strip("|").split("|")]
+        assert demo.messages[-1]["content"].endswith(demo.meta["row"])
         assert all(cell in page for cell in cells), (cells, page)
 
 

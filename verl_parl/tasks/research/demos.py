@@ -80,10 +80,12 @@ SUBAGENT_PROMPTS = (
 ...", "Reply with ..."): a small model copying an assignment from the question would otherwise continue
 the nearest earlier "Find the" -- the subagent's system prompt in the create_subagent call just before
 (measured: 4 of 16 held-out orchestrations assigned "Find the facts with search. ..." four times)."""
-RESTATE_HEADER = False
+RESTATE_HEADER = True
 """Whether a subagent's row reply restates the assignment's header line above the row (two lines, what the
 orchestrator then reads as the result): the column order then sits just above the cells to fill, instead of
-hundreds of tokens up in the assignment."""
+hundreds of tokens up in the assignment. Measured greedy on 40 held-out lookups after the research cold start
+(two cold starts each way, seeds 0 and 1): 59% and 60% of the values right (41% with the row alone) and 12 and
+14 rows of 40 right (6); orchestrator wide item-F1 on 192 held-out wide tasks 0.199 (0.177) (docs/cpu.md)."""
 _PHRASES = {a.column: a.phrase for a in (*COUNTRY_ATTRIBUTES, *CITY_ATTRIBUTES)}
 _PAIRED_TYPES = ("common_neighbour", "larger_capital")  # their pages are looked up two at a time
 _MAX_DRAWS = 200
