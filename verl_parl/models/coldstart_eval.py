@@ -201,8 +201,8 @@ def _cells(text: str) -> list[str]:
 
 
 def reply_row(reply: str, header: str) -> str:
-    """The table row of a subagent's ``reply``: its first line holding a cell that is not a cell of the same
-    place in ``header`` (a restated header is skipped); the whole reply when no line does."""
+    """The table row of a subagent's ``reply``: its first line with a ``|`` that is not ``header`` restated
+    (cells compared without spaces and case); the whole reply when no line is."""
     columns = _cells(header)
     for line in reply.strip().splitlines():
         if "|" in line and _cells(line) != columns:

@@ -4,8 +4,9 @@ Named by the ``research`` task's spec (:mod:`verl_parl.tasks.research.plugin`, r
 :data:`verl_parl.models.demos.DEMO_SOURCES`, imported on first use), with three roles:
 
 * ``subagent`` -- a subagent of ``parl_swarm`` given one part of a task by the orchestrator: look up one
-  entity (``| name | value | value |`` table row), list a country's neighbours, or follow a deep chain
-  (one search per hop, a hop's answer naming the next page), then reply briefly;
+  entity (``| name | value | value |`` table row, below the assignment's header restated:
+  :data:`RESTATE_HEADER`), list a country's neighbours, or follow a deep chain (one search per hop, a hop's
+  answer naming the next page), then reply briefly;
 * ``orchestrator`` -- ``parl_swarm`` on a suite row: wide tasks get one subagent definition and one
   ``assign_task`` per entity, **in parallel** (all in one turn) or **serially** (one per turn; share
   :data:`PARALLEL_SHARE` in parallel), then the markdown table assembled from the rows the subagents
@@ -85,7 +86,8 @@ RESTATE_HEADER = True
 orchestrator then reads as the result): the column order then sits just above the cells to fill, instead of
 hundreds of tokens up in the assignment. Measured greedy on 40 held-out lookups after the research cold start
 (two cold starts each way, seeds 0 and 1): 59% and 60% of the values right (41% with the row alone) and 12 and
-14 rows of 40 right (6); orchestrator wide item-F1 on 192 held-out wide tasks 0.199 (0.177) (docs/cpu.md)."""
+14 rows of 40 right (6 and 7); orchestrator wide item-F1 on 192 held-out wide tasks 0.199 and 0.162 (0.177 and
+0.129) (docs/cpu.md)."""
 _PHRASES = {a.column: a.phrase for a in (*COUNTRY_ATTRIBUTES, *CITY_ATTRIBUTES)}
 _PAIRED_TYPES = ("common_neighbour", "larger_capital")  # their pages are looked up two at a time
 _MAX_DRAWS = 200
