@@ -40,6 +40,7 @@ from verl_parl.models.tiny import build_tiny_model
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.subagent import SubagentLimits
+from verl_parl.tools.runtime import ToolRuntime
 
 LOOKUP = {
     "type": "function",
@@ -75,7 +76,14 @@ class LatencyServer:
         return self.call if done < self.lookups else self.answer
 
 
-async def run_plan(server: Any, tokenizer: Any, subagents: int, parallel: bool, orchestrator_delay: float) -> int:
+# the subagents' tools as the parl_swarm agent loop hands them over: runtimes built once per worker
+# (verl_parl.tools.config.runtimes), shared by every subagent
+TOOLS = {"lookup": ToolRuntime(Lookup())}
+
+
+async def run_plan(  # noqa: PLR0917 - a benchmark helper
+    server: Any, tokenizer: Any, subagents: int, parallel: bool, orchestrator_delay: float, tools: Any = TOOLS
+) -> int:
     """One episode; returns its critical steps. Each orchestrator turn costs one delay."""
     episode = SwarmEpisode(
         backend=server,
@@ -86,7 +94,7 @@ async def run_plan(server: Any, tokenizer: Any, subagents: int, parallel: bool, 
             max_orchestrator_steps=subagents + 2,
             subagent=SubagentLimits(max_steps=16, max_new_tokens=16, timeout_s=3600),
         ),
-        subagent_tools={"lookup": Lookup()},
+        subagent_tools=tools,
     )
     create = ToolCall("create_subagent", {"name": "w", "system_prompt": "You look things up."})
     assigns = [ToolCall("assign_task", {"agent": "w", "prompt": f"task {i}"}) for i in range(subagents)]

@@ -382,6 +382,53 @@ def test_cached_system_prefix_gives_the_full_render(tokenizer: Any) -> None:
             assert initial_ids(tokenizer, messages, schemas) == render_ids(tokenizer, messages, schemas)
 
 
+def test_cached_system_prefix_follows_the_schema_objects(tokenizer: Any) -> None:
+    """The prefix cache keys schemas by identity: an equal copy and a different schema both render right."""
+    import copy
+
+    from verl_parl.chat.prompts import initial_ids, render_ids
+
+    messages = [{"role": "system", "content": "You look things up."}, {"role": "user", "content": "find k"}]
+    other = copy.deepcopy(LOOKUP_SCHEMA)
+    other["function"]["name"] = "fetch"
+    for schemas in ([LOOKUP_SCHEMA], [copy.deepcopy(LOOKUP_SCHEMA)], [other], [LOOKUP_SCHEMA, other]):
+        assert initial_ids(tokenizer, messages, schemas) == render_ids(tokenizer, messages, schemas)
+
+
+def test_tokenizer_facts_are_read_once_per_tokenizer_object(tokenizer: Any) -> None:
+    import weakref
+
+    from verl_parl.chat import prompts
+
+    first = prompts.facts(tokenizer)
+    assert prompts.facts(tokenizer) is first
+    assert (first.backend, first.eos_id) == (tokenizer.backend_tokenizer, tokenizer.eos_token_id)
+
+    class Plain:  # no Rust backend: the wrapper's encode and decode, its own eos
+        eos_token_id = 7
+
+        def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+            return [len(text)]
+
+        def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+            return "decoded"
+
+    plain = Plain()
+    assert prompts.facts(plain) == prompts.TokenizerFacts(backend=None, direct_decode=False, eos_id=7)
+    assert (prompts.encode(plain, "abc"), prompts.decode(plain, [1])) == ([3], "decoded")
+    # an entry left by a dead tokenizer whose id a new one got is not taken for the new one's
+    newcomer = Plain()
+    prompts._FACTS[id(newcomer)] = (weakref.ref(Plain()), prompts.TokenizerFacts(None, False, 99))
+    assert prompts.facts(newcomer).eos_id == 7
+    assert prompts.facts(newcomer) is prompts.facts(newcomer)
+
+    class Slotted:  # no weak references (a test double): answered, just not cached
+        __slots__ = ()
+        eos_token_id = 3
+
+    assert prompts.facts(Slotted()).eos_id == 3
+
+
 def test_framed_encoding_equals_encoding_the_whole_text(tokenizer: Any) -> None:
     import random
 

@@ -12,6 +12,7 @@ is not text), the builder falls back to full rendering. The swarm's subagents us
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,11 +39,56 @@ def render_ids(
     return list(ids)
 
 
+@dataclass(frozen=True)
+class TokenizerFacts:
+    """What the per-step helpers read off a tokenizer, read once per tokenizer object: transformers'
+    attribute access costs ~1 µs a read, and a swarm reads these thousands of times a second.
+    ``backend`` is the Rust tokenizer (or None); ``direct_decode`` says that the wrapper's ``decode``
+    would provably do nothing but call it (transformers' own fast-tokenizer ``decode``/``_decode``, no
+    clean-up of tokenization spaces)."""
+
+    backend: Any
+    direct_decode: bool
+    eos_id: int | None
+
+
+def facts(tokenizer: Any) -> TokenizerFacts:
+    """The :class:`TokenizerFacts` of ``tokenizer``, cached while it lives (keyed by identity)."""
+    entry = _FACTS.get(id(tokenizer))
+    if entry is not None and entry[0]() is tokenizer:
+        return entry[1]
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    kind = type(tokenizer)
+    wrapper_decode = getattr(getattr(kind, "decode", None), "__module__", "")
+    wrapper_inner = getattr(getattr(kind, "_decode", None), "__module__", "")
+    found = TokenizerFacts(
+        backend=backend,
+        direct_decode=(
+            backend is not None
+            and getattr(tokenizer, "clean_up_tokenization_spaces", None) is False
+            and wrapper_decode == "transformers.tokenization_utils_base"
+            and wrapper_inner == "transformers.tokenization_utils_tokenizers"
+        ),
+        eos_id=getattr(tokenizer, "eos_token_id", None),
+    )
+    try:
+        ref = weakref.ref(tokenizer)
+    except TypeError:  # an object without weak references (a test double): not cached
+        return found
+    if len(_FACTS) >= _MAX_PREFIXES:
+        _FACTS.pop(next(iter(_FACTS)))
+    _FACTS[id(tokenizer)] = (ref, found)
+    return found
+
+
+_FACTS: dict[int, tuple[weakref.ref[Any], TokenizerFacts]] = {}
+
+
 def encode(tokenizer: Any, text: str) -> list[int]:
     """Token ids of ``text`` without special-token additions; uses the Rust backend directly when the
     tokenizer has one (the Python wrapper costs ~0.1 ms per call, which adds up over thousands of
     subagent steps)."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
+    backend = facts(tokenizer).backend
     if backend is not None:
         return list(backend.encode(text, add_special_tokens=False).ids)
     return list(tokenizer.encode(text, add_special_tokens=False))
@@ -50,18 +96,10 @@ def encode(tokenizer: Any, text: str) -> list[int]:
 
 def decode(tokenizer: Any, ids: list[int]) -> str:
     """``tokenizer.decode(ids, skip_special_tokens=True)``; calls the Rust backend directly when that is
-    provably all the wrapper would do (transformers' own fast-tokenizer ``decode``/``_decode``, no
-    clean-up of tokenization spaces), else the wrapper."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    kind = type(tokenizer)
-    if (
-        backend is not None
-        and isinstance(ids, list)
-        and getattr(tokenizer, "clean_up_tokenization_spaces", None) is False
-        and getattr(getattr(kind, "decode", None), "__module__", "") == "transformers.tokenization_utils_base"
-        and getattr(getattr(kind, "_decode", None), "__module__", "") == "transformers.tokenization_utils_tokenizers"
-    ):
-        return str(backend.decode(ids, skip_special_tokens=True))
+    provably all the wrapper would do (:attr:`TokenizerFacts.direct_decode`), else the wrapper."""
+    found = facts(tokenizer)
+    if found.direct_decode and isinstance(ids, list):
+        return str(found.backend.decode(ids, skip_special_tokens=True))
     return str(tokenizer.decode(ids, skip_special_tokens=True))
 
 
@@ -222,7 +260,7 @@ def probe_user_segment(tokenizer: Any) -> UserSegment | None:
 
 _SEGMENTS: dict[int, ToolSegment | None] = {}
 _USER_SEGMENTS: dict[int, UserSegment | None] = {}
-_PREFIXES: dict[tuple[int, str, str], list[int]] = {}
+_PREFIXES: dict[tuple[int, str, tuple[int, ...]], tuple[tuple[dict[str, Any], ...], list[int]]] = {}
 _FRAMES: dict[tuple[int, str, str], Frame | None] = {}
 _MAX_PREFIXES = 256
 
@@ -245,15 +283,18 @@ def initial_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[di
     roles = [m.get("role") for m in messages]
     if user is None or roles != ["system", "user"] or not all(isinstance(m.get("content"), str) for m in messages):
         return render_ids(tokenizer, messages, schemas)
-    cache_key = (key, messages[0]["content"], json.dumps(schemas, sort_keys=True))
-    if cache_key not in _PREFIXES:
+    # the schemas by identity (each entry keeps its schema objects alive, so an id in a key cannot be
+    # reused): tool schemas are fixed once a tool runs, as ToolRuntime's compiled argument check assumes
+    cache_key = (key, messages[0]["content"], tuple(map(id, schemas)))
+    entry = _PREFIXES.get(cache_key)
+    if entry is None:
         if len(_PREFIXES) >= _MAX_PREFIXES:
             _PREFIXES.pop(next(iter(_PREFIXES)))
         prefix = tokenizer.apply_chat_template(
             messages[:1], tools=schemas or None, tokenize=False, add_generation_prompt=False
         )
-        _PREFIXES[cache_key] = encode(tokenizer, prefix)
-    return [*_PREFIXES[cache_key], *framed_ids(tokenizer, user.head, messages[1]["content"], user.tail)]
+        entry = _PREFIXES[cache_key] = (tuple(schemas), encode(tokenizer, prefix))
+    return [*entry[1], *framed_ids(tokenizer, user.head, messages[1]["content"], user.tail)]
 
 
 class PromptBuilder:
@@ -262,7 +303,7 @@ class PromptBuilder:
     def __init__(self, tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> None:
         self.tokenizer, self.messages, self.schemas = tokenizer, messages, schemas
         self.segment = segment_for(tokenizer)
-        self.eos_id = tokenizer.eos_token_id  # read once: the wrapper's attribute costs ~5 µs per read
+        self.eos_id = facts(tokenizer).eos_id
         self.ids = initial_ids(tokenizer, messages, schemas)
 
     def reset(self, messages: list[dict[str, Any]]) -> None:
@@ -279,4 +320,5 @@ class PromptBuilder:
             return
         ended = bool(generated) and generated[-1] == self.eos_id
         opening, joined = self.segment.opening(ended), self.segment.sep.join(observations)
-        self.ids = [*self.ids, *generated, *framed_ids(self.tokenizer, opening, joined, self.segment.tail)]
+        self.ids += generated  # in place: generate() is handed a copy
+        self.ids += framed_ids(self.tokenizer, opening, joined, self.segment.tail)

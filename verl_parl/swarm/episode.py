@@ -148,8 +148,15 @@ class SwarmEpisode:
             outcome = done.get(index)
             if isinstance(outcome, SubagentResult):
                 entry["subagent"] = {
-                    key: getattr(outcome, key)
-                    for key in ("name", "status", "steps", "tool_calls", "tokens", "seconds", "trace", "start", "end")
+                    "name": outcome.name,
+                    "status": outcome.status,
+                    "steps": outcome.steps,
+                    "tool_calls": outcome.tool_calls,
+                    "tokens": outcome.tokens,
+                    "seconds": outcome.seconds,
+                    "trace": outcome.trace,
+                    "start": outcome.start,
+                    "end": outcome.end,
                 }
             if index in self._direct_times:
                 entry["start"], entry["end"] = self._direct_times.pop(index)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,7 +129,8 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
             result.message, result.status = content or text.strip(), "ok"
             return
         result.tool_calls += len(calls)
-        work = [_timed(result.trace[-1]["tools"], clock, _observe(tools, policy, own, call), call) for call in calls]
+        log = result.trace[-1]["tools"]
+        work = [_timed(log, clock, tools, policy, own, call) for call in calls]
         # one call (the common case) runs in this task: gather would wrap it in a task of its own
         observations = [await work[0]] if len(work) == 1 else await asyncio.gather(*work)
         prompt.extend(generated, assistant_message(content, calls), list(observations))
@@ -152,12 +153,23 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
 TRACE_CHARS = 500  # texts kept per traced step, tool argument and observation
 
 
-async def _timed(
-    log: list[dict[str, Any]], clock: Callable[[], float], work: Awaitable[str], call: ToolCall | CallError
+async def _timed(  # noqa: PLR0917 - private helper of _loop
+    log: list[dict[str, Any]],
+    clock: Callable[[], float],
+    tools: ToolBox,
+    policy: ContextPolicy,
+    own: set[str],
+    call: ToolCall | CallError,
 ) -> str:
-    """Await one tool call's ``work`` and append its timed entry to ``log`` (in completion order)."""
+    """Run one parsed call (the context policy's own calls in the policy, the rest in ``tools``; a call
+    that could not be parsed reads its error) and append its timed entry to ``log`` (in completion order)."""
     started = clock()
-    observation = await work
+    if isinstance(call, CallError):
+        observation = policy.label(call.message)
+    elif call.name in own:
+        observation = policy.handle_call(call.name, call.arguments)
+    else:
+        observation = policy.label((await tools.call(call.name, call.arguments)).text)
     entry: dict[str, Any] = {"start": started, "end": clock(), "observation": observation[:TRACE_CHARS]}
     if isinstance(call, ToolCall):
         entry.update(name=call.name, arguments={k: str(v)[:TRACE_CHARS] for k, v in call.arguments.items()})
@@ -166,12 +178,6 @@ async def _timed(
     entry["status"] = "error" if observation.startswith("error") else "ok"
     log.append(entry)
     return observation
-
-
-async def _observe(tools: ToolBox, policy: ContextPolicy, own: set[str], call: ToolCall | CallError) -> str:
-    if isinstance(call, ToolCall) and call.name in own:
-        return policy.handle_call(call.name, call.arguments)
-    return policy.label(await run_tool(tools, call))
 
 
 async def run_subagent(
