@@ -36,6 +36,7 @@ import tracemalloc
 from typing import Any
 
 from verl_parl.chat.calls import ToolCall
+from verl_parl.chat.prompts import render_ids
 from verl_parl.models.tiny import build_tiny_model
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.heap import freeze_startup_heap
@@ -155,6 +156,9 @@ def latency_part(tokenizer: Any, args: argparse.Namespace) -> None:
           f"cyclic GC {sum(gc_timer.seconds):.2f} s (gen0/1/2 runs {gc_timer.runs}, "
           f"gen2 {gc_timer.seconds[2]:.2f} s)")  # fmt: skip
     print(f"  memory: {peak / in_flight / 1024:.1f} KiB per in-flight subagent ({in_flight} in flight, Python heap)")
+    floor = server_alone(server, tokenizer, args)
+    print(f"  of which the latency server and asyncio alone (the same generate calls from as many tasks, no swarm): "
+          f"{floor:.0f} us per step")  # fmt: skip
     if args.profile:
         profile_part(plan)
     if args.skip_serial:
@@ -163,6 +167,30 @@ def latency_part(tokenizer: Any, args: argparse.Namespace) -> None:
     print(f"  serial plan (same episodes and work): critical steps {s_critical}, wall {s_wall:.2f} s, "
           f"wall / (critical x D) = {s_wall / (s_critical * args.delay):.3f}")  # fmt: skip
     print(f"  swarm vs serial wall time for the same work: {s_wall / wall:.1f}x faster")
+
+
+def server_alone(server: LatencyServer, tokenizer: Any, args: argparse.Namespace) -> float:
+    """CPU microseconds per step of the part-1 workload without the swarm: one task per subagent awaiting
+    the server's generate ``lookups + 1`` times with a subagent's first prompt (best of three runs)."""
+    prompt = render_ids(
+        tokenizer,
+        [{"role": "system", "content": "You look things up."}, {"role": "user", "content": "task 0"}],
+        [LOOKUP],
+    )
+
+    async def subagent() -> None:
+        for _ in range(args.lookups + 1):
+            await server.generate(list(prompt), {"max_tokens": 16})
+
+    async def everyone() -> None:
+        await asyncio.gather(*(subagent() for _ in range(args.episodes * args.subagents)))
+
+    best = float("inf")
+    for _ in range(3):
+        cpu = time.process_time()
+        asyncio.run(everyone())
+        best = min(best, time.process_time() - cpu)
+    return best / (args.episodes * args.subagents * (args.lookups + 1)) * 1e6
 
 
 def split_episodes(episodes: int, workers: int) -> list[int]:

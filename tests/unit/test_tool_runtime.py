@@ -144,6 +144,32 @@ def test_concurrency_limit_holds_in_each_event_loop() -> None:
     assert asyncio.run(burst()) == ["x"] * 6 and tool.peak == 2  # a new loop once the others are gone
 
 
+async def test_slots_serve_waiters_in_order_and_survive_cancellation() -> None:
+    from verl_parl.tools.runtime import Slots
+
+    slots = Slots(1)
+    assert slots.take() and not slots.take()
+    order: list[str] = []
+
+    async def waiter(name: str) -> None:
+        await slots.wait()
+        order.append(name)
+
+    tasks = {name: asyncio.create_task(waiter(name)) for name in ("a", "b", "c", "d")}
+    await asyncio.sleep(0)
+    tasks["b"].cancel()  # cancelled while waiting: leaves the queue
+    await asyncio.sleep(0)
+    slots.give()  # to a
+    await asyncio.sleep(0)
+    slots.give()  # to c (b is gone) ...
+    tasks["c"].cancel()  # ... cancelled before it ran: c hands its slot on to d
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+    assert order == ["a", "d"]
+    assert (tasks["b"].cancelled(), tasks["c"].cancelled()) == (True, True)
+    slots.give()  # d's slot back: one free slot and no waiters, as at the start
+    assert slots.free == 1 and slots.take() and not slots.take()
+
+
 def test_truncate_says_so_and_respects_budget() -> None:
     text, cut = truncate("x" * 1000, 200)
     assert cut and len(text) <= 200

@@ -6,8 +6,8 @@
   before the tool runs; a bad call returns status ``invalid`` with a message naming every missing,
   unknown or mistyped argument (unknown arguments are rejected unless the schema sets
   ``additionalProperties``);
-* **per-tool concurrency limit** — one semaphore per runtime, so one per tool: two tools never share
-  a limiter;
+* **per-tool concurrency limit** — one limit (:class:`Slots`) per runtime, so one per tool: two tools never
+  share a limiter;
 * **per-tool timeout** — a call that runs longer than ``timeout_s`` is cancelled (status ``timeout``);
   waiting for a concurrency slot does not count against the timeout;
 * **no exception escapes** :meth:`ToolRuntime.call`: a :class:`ToolError` becomes status ``error``
@@ -298,6 +298,46 @@ def _describe(error: jsonschema.ValidationError, params: dict[str, Any]) -> list
     return [f"argument {where!r}: {error.message}" if path else error.message]
 
 
+class Slots:
+    """A concurrency limit for one event loop, like ``asyncio.Semaphore`` whose uncontended acquire is a
+    plain method call: the semaphore's ``async with`` costs two coroutines and a generator per call,
+    paid by every subagent tool call of a swarm. First come, first served; a waiter cancelled after it
+    was handed a slot hands it on."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def take(self) -> bool:
+        """Take a slot if one is free and nobody waits for one."""
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def wait(self) -> None:
+        """Wait for a slot (call when :meth:`take` returned False)."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a slot while being cancelled: the next waiter gets it
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def give(self) -> None:
+        """Return a slot: to the first waiter still waiting, else to the free ones."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+
 class ToolRuntime:
     """One tool under limits; see the module docstring for the guarantees."""
 
@@ -307,28 +347,28 @@ class ToolRuntime:
         self.name = name or tool_name(tool.schema)
         self.metrics = ToolMetrics()
         self._validator = ArgumentValidator(tool.schema)
-        # one semaphore per event loop: the first loop's kept here, others' in a weak dictionary built
+        # one limit per event loop: the first loop's kept here, others' in a weak dictionary built
         # only when a second loop calls (6 more objects for the garbage collector to scan in each of
         # the runtimes a swarm builds per subagent for raw tools)
-        self._first: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Semaphore] | None = None
-        self._others: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._first: tuple[weakref.ref[asyncio.AbstractEventLoop], Slots] | None = None
+        self._others: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Slots] | None = None
         self._in_flight = 0
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        # one per event loop: an asyncio semaphore is bound to the loop that first waits on it
+    def _slots(self) -> Slots:
+        # one per event loop: a waiter's future belongs to the loop that waits on it
         loop = asyncio.get_running_loop()
         if self._first is not None and self._first[0]() is loop:
             return self._first[1]
         if self._others is not None and loop in self._others:
             return self._others[loop]
-        semaphore = asyncio.Semaphore(self.limits.max_concurrency)
+        slots = Slots(self.limits.max_concurrency)
         if self._first is None or self._first[0]() is None:  # the first loop, or the first loop is gone
-            self._first = (weakref.ref(loop), semaphore)
+            self._first = (weakref.ref(loop), slots)
         else:
             if self._others is None:
                 self._others = weakref.WeakKeyDictionary()
-            self._others[loop] = semaphore
-        return semaphore
+            self._others[loop] = slots
+        return slots
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -358,9 +398,14 @@ class ToolRuntime:
         refused = self.refuse(arguments, start)
         if refused is not None:
             return refused
-        async with self._semaphore():
+        slots = self._slots()
+        if not slots.take():
+            await slots.wait()
+        try:
             queued = time.perf_counter()
             status, text = await self._execute(arguments, session)
+        finally:
+            slots.give()
         return self._finish(text, status, start, queued)
 
     def refuse(self, arguments: Any, start: float | None = None) -> CallResult | None:
