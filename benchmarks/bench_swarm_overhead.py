@@ -7,10 +7,11 @@ fixed delay D, scripted so each subagent does ``--lookups`` tool calls and then 
 orchestrator turn also costs one generate call. If orchestration were free, an episode would take
 exactly critical_steps x D, so ``wall / (critical_steps x D)`` is the overhead factor (target <= 1.05).
 The parallel plan (all subagents in one turn) and the serial plan (one per turn) do the same work.
-The parallel run also reports process CPU microseconds per subagent step (the latency server costs
-almost nothing, so this is the orchestration's own cost) and the CPU time spent in the cyclic garbage
-collector; ``--profile`` runs it once more under cProfile and prints the top functions by cumulative
-CPU time to stderr.
+The parallel run also reports process CPU microseconds per subagent step, the CPU time spent in the
+cyclic garbage collector, and what the latency server and asyncio cost alone (the same generate calls
+from as many tasks, no swarm: ~10 us of the per-step figure); ``--profile`` runs it once more under
+cProfile and prints the top functions by cumulative CPU time to stderr. Subagents get their tools as
+the ``parl_swarm`` agent loop hands them over: runtimes built once, shared by every subagent.
 
 ``--workers 1 2`` runs the parallel plan once more per worker count N, its episodes split over N
 processes as verl splits a batch over ``actor_rollout_ref.rollout.agent.num_workers`` agent-loop
