@@ -4,7 +4,8 @@
         default=outputs/2026-11-22_12-30-00 "λ=0"=outputs/2026-11-22_13-00-00
 
 Each run is ``LABEL=RUN_FOLDER`` (the folder holding ``metrics.jsonl``). ``--heldout`` draws the held-out
-validation metrics instead (item-F1, critical and total steps, spurious fraction) and training r_perf.
+validation metrics instead (item-F1, critical steps, of all and of wide tasks, spurious fraction) and
+training r_perf.
 It also prints, per run and metric, the mean of the first and of the last five steps that have the metric.
 """
 
@@ -27,7 +28,7 @@ HELDOUT_PANELS = (
     ("val-parl/item_f1/mean", "held-out item-F1 (all tasks)"),
     ("val-aux/verl_parl/research/wide/item_f1/mean@1", "held-out item-F1 (wide)"),
     ("val-parl/critical_steps/mean", "held-out critical steps"),
-    ("val-parl/total_steps/mean", "held-out total steps"),
+    ("val-parl/wide/critical_steps/mean", "held-out critical steps (wide)"),
     ("val-parl/spurious_fraction/mean", "held-out spurious fraction"),
     ("parl/reward/r_perf", "r_perf (training)"),
 )
