@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--kind needs --data (the split the reports were made on)")
     reports = {}
     for item in args.reports:
-        label, sep, path = item.partition("=")
+        label, sep, path = item.rpartition("=")  # the last "=": a label may hold one ("λ1=0")
         if not sep or not Path(path).is_file():
             parser.error(f"{item!r} is not LABEL=REPORT.json with an existing report")
         reports[label] = json.loads(Path(path).read_text())

@@ -64,6 +64,8 @@ def test_reports_are_summarised_per_checkpoint_mode_and_task_kind(
         "| trained | parl_swarm | 2 | 0.25"
     )
     assert math.isnan(plot_eval.summarize([])["item_f1"])
+    assert plot_eval.main(["--out", str(out), f"λ1=0={path}"]) == 0  # a label may hold "="
+    assert "| λ1=0 | parl_swarm | 3 |" in capsys.readouterr().out
 
 
 def test_bad_arguments_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
