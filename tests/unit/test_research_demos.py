@@ -215,3 +215,31 @@ def test_heldout_orchestrations_are_wide_tasks_of_held_out_entities() -> None:
         assert demo.meta["task_kind"] == "wide" and len(demo.meta["entities"]) >= 2
         assert not set(demo.meta["entities"]) & train
         assert all(entity in demo.messages[1]["content"] for entity in demo.meta["entities"])
+
+
+@pytest.mark.parametrize("evidence", [False, True])
+def test_deep_replies_quote_the_evidence_sentence_when_asked(monkeypatch: pytest.MonkeyPatch, evidence: bool) -> None:
+    from verl_parl.tasks.research import demos
+    from verl_parl.tasks.research.scoring import research_scorer
+
+    monkeypatch.setattr(demos, "DEEP_EVIDENCE", evidence)
+    rng = random.Random(11)
+    deep = [d for d in (demos.research_subagent(rng) for _ in range(60)) if d.meta["part"] == "deep"]
+    assert len(deep) >= 5
+    quoted = 0
+    for demo in deep:
+        lines = demo.messages[-1]["content"].splitlines()
+        assert demo.meta["answer"] == demo.messages[-1]["content"]
+        assert len(lines) in ((1, 2) if evidence else (1,))
+        if len(lines) == 2:  # the sentence is one of the last page's, and it holds the answer line
+            quoted += 1
+            assert lines[0] in demo.messages[-2]["content"] and lines[1] in lines[0]
+    assert quoted > 0 if evidence else quoted == 0
+    orchestrations = [d for d in (demos.research_orchestrator(rng) for _ in range(30)) if d.meta["style"] == "deep"]
+    assert orchestrations
+    for demo in orchestrations:
+        result = demo.messages[-2]["content"]  # the subagent's reply
+        final = demo.messages[-1]["content"]
+        assert final == f"<answer>{result.splitlines()[-1]}</answer>"
+        extra = {"task_kind": "deep", "answer_metric": "exact_match"}
+        assert research_scorer(final, demo.meta["answer"], extra)["acc"] == 1.0, (final, demo.meta["answer"])

@@ -88,6 +88,18 @@ hundreds of tokens up in the assignment. Measured greedy on 40 held-out lookups 
 (two cold starts each way, seeds 0 and 1): 59% and 60% of the values right (41% with the row alone) and 12 and
 14 rows of 40 right (6 and 7); orchestrator wide item-F1 on 192 held-out wide tasks 0.199 and 0.162 (0.177 and
 0.129) (docs/cpu.md)."""
+DEEP_EVIDENCE = False
+"""Whether a subagent's reply to a deep chain whose answer is one fact of the chain's last page (a capital,
+a currency, a population) quotes that page's sentence stating it above the answer as written there (two
+lines; the orchestrator's demonstrations answer with the second): the answer then sits right after the words
+that locate it instead of hundreds of tokens below the question. Off: the short answer alone (what the
+shipped cold start learnt; deep item-F1 0 on held-out tasks, docs/default_run.md)."""
+_EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
+    "capital_population": ("inhabitants", "people", "population", "residents"),
+    "city_capital_population": ("inhabitants", "people", "population", "residents"),
+    "city_country_capital": ("capital", "seat of government"),
+    "city_country_currency": ("currency",),
+}
 _PHRASES = {a.column: a.phrase for a in (*COUNTRY_ATTRIBUTES, *CITY_ATTRIBUTES)}
 _PAIRED_TYPES = ("common_neighbour", "larger_capital")  # their pages are looked up two at a time
 _MAX_DRAWS = 200
@@ -221,6 +233,31 @@ def _deep_prompt(task: Task) -> str:
     return f"{task.question} Reply with the short answer only."
 
 
+def _deep_reply(task: Task, dw: DemoWorld) -> tuple[str, str]:
+    """A subagent's reply to deep ``task`` and the answer in it (the orchestrator's final answer): the
+    evidence sentence above the answer when :data:`DEEP_EVIDENCE` and the last page states it, else the
+    answer alone."""
+    found = _evidence(task, dw) if DEEP_EVIDENCE and task.type in _EVIDENCE_WORDS else None
+    if found is None:
+        return task.answer, task.answer
+    sentence, answer = found
+    return f"{sentence}\n{answer}", answer
+
+
+def _evidence(task: Task, dw: DemoWorld) -> tuple[str, str] | None:
+    """The sentence of the chain's last page that states the answer (it holds the answer and a word of the
+    fact asked, not a neighbour's: "The capital of neighbouring ..."), and the answer as written there (a
+    population with its thousands separators), or None."""
+    forms = [task.answer, f"{int(task.answer):,}"] if task.answer.isdigit() else [task.answer]
+    for sentence in re.split(r"(?<=\.)\s+", dw.pages[task.gold_docids[-1]]["text"]):
+        if "neighbouring" in sentence or not any(word in sentence for word in _EVIDENCE_WORDS[task.type]):
+            continue
+        for form in forms:
+            if re.search(rf"(?<![\w,]){re.escape(form)}(?![\w,])", sentence):
+                return sentence, form
+    return None
+
+
 def _answer(text: str) -> str:
     return f"<answer>{text}</answer>"
 
@@ -257,8 +294,9 @@ def research_subagent(rng: random.Random) -> Demo:
     part = rng.choice(("row", "row", "row", "neighbours", "deep"))
     if part == "deep":
         task = _draw_task(dw, rng, DEEP)
-        messages = _subagent_messages(system, _deep_prompt(task), _hops(task, dw), dw, task.answer)
-        return Demo("subagent", messages, [dw.search_schema], {"answer": task.answer, "part": part})
+        reply, _ = _deep_reply(task, dw)
+        messages = _subagent_messages(system, _deep_prompt(task), _hops(task, dw), dw, reply)
+        return Demo("subagent", messages, [dw.search_schema], {"answer": reply, "part": part})
     task = _draw_task(dw, rng, WIDE)
     if part == "neighbours" and task.type == "wide_neighbours":
         center = dw.title(task.gold_docids[0])
@@ -339,8 +377,9 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
     }
     if kind == DEEP:
         assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _deep_prompt(task)})
-        messages += [_turn([create, assign]), *_results([created, task.answer])]
-        messages.append({"role": "assistant", "content": _answer(task.answer)})
+        reply, answer = _deep_reply(task, dw)
+        messages += [_turn([create, assign]), *_results([created, reply])]
+        messages.append({"role": "assistant", "content": _answer(answer)})
         return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": "deep"})
     first = 1 if task.type == "wide_neighbours" else 0
     pending = [create]
