@@ -96,9 +96,10 @@ that locate it instead of hundreds of tokens below the question. Off: the short 
 shipped cold start learnt). Tried once (seed 0; docs/cpu.md): the swarm's deep item-F1 on 64 held-out deep
 tasks stayed 0 (the orchestrator's deep assignments broke down before any subagent read a page), the single
 agent's went 0.031 -> 0.047, row lookups 57% of values right (59%): not shipped."""
+_POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
-    "capital_population": ("inhabitants", "people", "population", "residents"),
-    "city_capital_population": ("inhabitants", "people", "population", "residents"),
+    "capital_population": _POPULATION_WORDS,
+    "city_capital_population": _POPULATION_WORDS,
     "city_country_capital": ("capital", "seat of government"),
     "city_country_currency": ("currency",),
 }
