@@ -243,3 +243,39 @@ def test_deep_replies_quote_the_evidence_sentence_when_asked(monkeypatch: pytest
         assert final == f"<answer>{result.splitlines()[-1]}</answer>"
         extra = {"task_kind": "deep", "answer_metric": "exact_match"}
         assert research_scorer(final, demo.meta["answer"], extra)["acc"] == 1.0, (final, demo.meta["answer"])
+
+
+def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verl_parl.tasks.research import demos
+    from verl_parl.tasks.research.scoring import research_scorer
+
+    monkeypatch.setattr(demos, "DEEP_HOPS", True)
+    rng = random.Random(5)
+    hops = [d for d in (demos.research_orchestrator(rng) for _ in range(60)) if d.meta["style"] == "hops"]
+    assert len(hops) >= 3
+    for demo in hops:
+        check_demo(demo)
+        assert demo.meta["task_type"] in demos._HOP_COLUMNS
+        turns = [m for m in demo.messages if m["role"] == "assistant" and m.get("tool_calls")]
+        prompts = [c["arguments"]["prompt"] for t in turns for c in _calls(t) if c["name"] == ASSIGN_TASK]
+        assert len(turns) == len(prompts) == len(demos._HOP_COLUMNS[demo.meta["task_type"]])  # one hop a turn
+        replies = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("|")]
+        assert len(replies) == len(prompts)
+        first = re.match(r"Find .* of (.+)\. Reply with one table row: \| (city|country) \| .+ \|$", prompts[0])
+        assert first and first.group(1) in demo.messages[1]["content"]  # the first hop names the question's entity
+        for reply, prompt in zip(replies, prompts[1:]):  # each later hop names the cell the previous row returned
+            cell = reply.splitlines()[-1].split(" | ")[-1].removesuffix(" |")
+            assert f" of {cell}. " in prompt
+        final = demo.messages[-1]["content"]
+        assert final == f"<answer>{replies[-1].splitlines()[-1].split(' | ')[-1].removesuffix(' |')}</answer>"
+        extra = {"task_kind": "deep", "answer_metric": "exact_match"}
+        assert research_scorer(final, demo.meta["answer"], extra)["acc"] == 1.0, (final, demo.meta["answer"])
+    looked_up = [d for d in (demos.research_subagent(rng) for _ in range(80)) if d.meta["part"] == "hop"]
+    assert looked_up
+    for demo in looked_up:  # a subagent's hop: one search for the entity the assignment names, one row back
+        header, row = demo.messages[-1]["content"].splitlines()
+        assert demo.messages[1]["content"].endswith(header)
+        assert row.startswith(f"| {demo.messages[2]['tool_calls'][0]['function']['arguments']['queries'][0].strip()} |")
+
+    monkeypatch.setattr(demos, "DEEP_HOPS", False)
+    assert not [d for d in (demos.research_orchestrator(rng) for _ in range(30)) if d.meta["style"] == "hops"]

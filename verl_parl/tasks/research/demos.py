@@ -96,6 +96,18 @@ that locate it instead of hundreds of tokens below the question. Off: the short 
 shipped cold start learnt). Tried once (seed 0; docs/cpu.md): the swarm's deep item-F1 on 64 held-out deep
 tasks stayed 0 (the orchestrator's deep assignments broke down before any subagent read a page), the single
 agent's went 0.031 -> 0.047, row lookups 57% of values right (59%): not shipped."""
+DEEP_HOPS = False
+"""Whether the orchestrator follows a chain (a deep task of :data:`_HOP_COLUMNS`) one page at a time: one
+``assign_task`` per hop, each a one-column row lookup (``Find the country of Lyon. Reply with one table row:
+| city | country |``) naming the entity the previous hop's row returned, and the last row's cell as its answer.
+Off: the whole question goes to one subagent, which follows the chain itself. The subagent's ``deep`` part
+then looks up one hop of a chain as a row."""
+_HOP_COLUMNS = {  # chain types: the column each page of the chain gives, page after page
+    "capital_population": ("capital", "population"),
+    "city_country_capital": ("country", "capital"),
+    "city_country_currency": ("country", "currency code"),
+    "city_capital_population": ("country", "capital", "population"),
+}
 _POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
     "capital_population": _POPULATION_WORDS,
@@ -104,6 +116,7 @@ _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: wor
     "city_country_currency": ("currency",),
 }
 _PHRASES = {a.column: a.phrase for a in (*COUNTRY_ATTRIBUTES, *CITY_ATTRIBUTES)}
+_ATTRIBUTES = {"country": {a.column: a for a in COUNTRY_ATTRIBUTES}, "city": {a.column: a for a in CITY_ATTRIBUTES}}
 _PAIRED_TYPES = ("common_neighbour", "larger_capital")  # their pages are looked up two at a time
 _MAX_DRAWS = 200
 WIDE_MIN, WIDE_MAX = 2, 4  # entities per wide demonstration (the default run's suite asks for as many)
@@ -211,9 +224,9 @@ def _header(columns: tuple[str, ...]) -> str:
     return "| " + " | ".join(columns) + " |"
 
 
-def _row_reply(task: Task, row: str) -> str:
-    """A subagent's reply with one row of ``task``: the row, below the header when :data:`RESTATE_HEADER`."""
-    return f"{_header(task.columns)}\n{row}" if RESTATE_HEADER else row
+def _row_reply(columns: tuple[str, ...], row: str) -> str:
+    """A subagent's reply with one row of ``columns``: the row, below the header when :data:`RESTATE_HEADER`."""
+    return f"{_header(columns)}\n{row}" if RESTATE_HEADER else row
 
 
 def _table(task: Task, rows: list[str]) -> str:
@@ -223,9 +236,44 @@ def _table(task: Task, rows: list[str]) -> str:
 
 def _row_prompt(task: Task, index: int) -> str:
     """The orchestrator's assignment of one entity (row ``index``) of a wide task."""
-    phrases = [_PHRASES[c] for c in task.columns[1:]]
+    return _lookup_prompt(task.rows[index][0], task.columns)
+
+
+def _lookup_prompt(name: str, columns: tuple[str, ...]) -> str:
+    """An assignment to look up ``name``'s row of ``columns`` (the first names the entity's kind)."""
+    phrases = [_PHRASES[c] for c in columns[1:]]
     wanted = ", ".join(phrases[:-1]) + f" and {phrases[-1]}" if len(phrases) > 1 else phrases[0]
-    return f"Find {wanted} of {task.rows[index][0]}. Reply with one table row: {_header(task.columns)}"
+    return f"Find {wanted} of {name}. Reply with one table row: {_header(columns)}"
+
+
+@dataclass(frozen=True)
+class _Hop:
+    """One page of a chain as a row lookup: the entity, its page, the columns and the row as the page writes it."""
+
+    name: str
+    docid: str
+    columns: tuple[str, str]
+    row: str
+
+    @property
+    def cell(self) -> str:
+        return self.row.rsplit(" | ", 1)[1].removesuffix(" |")
+
+
+def _chain(task: Task, dw: DemoWorld) -> list[_Hop] | None:
+    """The hops of chain ``task`` (a type of :data:`_HOP_COLUMNS`), or None when a hop's cell is not the next
+    page's title (a capital the country's page names otherwise than its city page) or the last is not the answer."""
+    hops: list[_Hop] = []
+    for docid, column in zip(task.gold_docids, _HOP_COLUMNS[task.type], strict=True):
+        kind, _, key = docid.partition("-")
+        entity = dw.world.countries[key] if kind == "country" else dw.world.cities[int(key)]
+        value = _ATTRIBUTES[kind][column].value(dw.world, entity)
+        name = dw.title(docid)
+        if value is None or (hops and hops[-1].cell != name):
+            return None
+        cell = corpus_mod.as_written(value, dw.pages[docid]["text"])
+        hops.append(_Hop(name, docid, (kind, column), f"| {name} | {cell} |"))
+    return hops if hops[-1].cell.replace(",", "") == task.answer else None
 
 
 def _neighbours_prompt(country: str) -> str:
@@ -297,6 +345,13 @@ def research_subagent(rng: random.Random) -> Demo:
     part = rng.choice(("row", "row", "row", "neighbours", "deep"))
     if part == "deep":
         task = _draw_task(dw, rng, DEEP)
+        hops = _chain(task, dw) if DEEP_HOPS and task.type in _HOP_COLUMNS else None
+        if hops:  # the orchestrator assigns a chain one hop at a time
+            hop = rng.choice(hops)
+            reply = _row_reply(hop.columns, hop.row)
+            prompt = _lookup_prompt(hop.name, hop.columns)
+            messages = _subagent_messages(system, prompt, [[hop.name]], dw, reply)
+            return Demo("subagent", messages, [dw.search_schema], {"answer": reply, "part": "hop"})
         reply, _ = _deep_reply(task, dw)
         messages = _subagent_messages(system, _deep_prompt(task), _hops(task, dw), dw, reply)
         return Demo("subagent", messages, [dw.search_schema], {"answer": reply, "part": part})
@@ -315,7 +370,7 @@ def _row_lookup(dw: DemoWorld, task: Task, rng: random.Random, system: str) -> D
     index = rng.randrange(len(task.rows))
     docid = task.gold_docids[first + index]
     row = _row(task, index, dw.pages[docid]["text"])
-    reply = _row_reply(task, row)
+    reply = _row_reply(task.columns, row)
     messages = _subagent_messages(system, _row_prompt(task, index), [[dw.title(docid)]], dw, reply)
     meta = {"answer": reply, "part": "row", "entity": task.rows[index][0], "row": row, "header": _header(task.columns)}
     return Demo("subagent", messages, [dw.search_schema], meta)
@@ -378,6 +433,16 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
         "key": task.key,
         "entities": [row[0] for row in task.rows] if kind == WIDE else [],
     }
+    hops = _chain(task, dw) if DEEP_HOPS and task.type in _HOP_COLUMNS else None
+    if hops:  # one lookup per page, each naming what the previous row returned
+        head, head_results = [create], [created]
+        for hop in hops:
+            assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _lookup_prompt(hop.name, hop.columns)})
+            reply = _row_reply(hop.columns, hop.row)
+            messages += [_turn([*head, assign]), *_results([*head_results, reply])]
+            head, head_results = [], []
+        messages.append({"role": "assistant", "content": _answer(hops[-1].cell)})
+        return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": "hops"})
     if kind == DEEP:
         assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _deep_prompt(task)})
         reply, answer = _deep_reply(task, dw)
@@ -396,7 +461,7 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
         call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _row_prompt(task, i)}) for i in range(len(task.rows))
     ]
     rows = [_row(task, i, dw.pages[task.gold_docids[first + i]]["text"]) for i in range(len(task.rows))]
-    replies = [_row_reply(task, row) for row in rows]
+    replies = [_row_reply(task.columns, row) for row in rows]
     style = "parallel" if rng.random() < PARALLEL_SHARE else "serial"
     if style == "parallel":
         messages += [_turn(pending + assigns), *_results(pending_results + replies)]
