@@ -14,10 +14,12 @@ from verl_parl.rewards.guard import (
     question_names,
     question_of,
     question_overlap,
+    result_names,
     spurious_fraction,
     subagent_runs,
     table_names,
     task_terms,
+    useful_runs,
 )
 from verl_parl.rewards.parl_reward import EpisodeStats, parl_terms
 
@@ -125,6 +127,40 @@ def test_error_and_empty_results_earn_nothing() -> None:
     # paper: saved 10 - 5 = 5 of 1 + 10 = 11, finished 2/3; guarded: one useful subagent saves 0, finished 1/3
     assert (p.r_parallel, p.r_finish) == pytest.approx((5 / 11, 2 / 3))
     assert (g.r_parallel, g.r_finish) == pytest.approx((0.0, 1 / 3))
+
+
+DEEP = task_terms("2138551", {}, "What is the population of the capital of the country where Lyon is located?")
+HOP_1 = "Find the country of Lyon. Reply with one table row: | city | country |"
+HOP_2 = "Find the capital of France. Reply with one table row: | country | capital |"
+HOP_3 = "Find the population of Paris. Reply with one table row: | city | population |"
+
+
+def test_a_result_hands_back_the_names_its_prompt_did_not_ask_with() -> None:
+    assert result_names("| city | country |\n| Lyon | France |", HOP_1) == (("france",),)
+    assert result_names("| Lyon | Saudi Arabia |", HOP_1) == (("saudi", "arabia"),)
+    assert result_names("| city | population |\n| Paris | 2,138,551 |", HOP_3) == ()  # numbers name nothing
+    assert result_names("It is France.", "Which country is Lyon in?") == (("france",),)  # prose: title-case runs
+    assert result_names("", HOP_1) == ()
+
+
+def test_a_chain_followed_one_hop_a_stage_is_useful_throughout() -> None:
+    assert not names_task(HOP_2, DEEP, 0.5)  # alone, the second hop names nothing of the question
+    chain = [
+        run(0, 2, HOP_1, "| city | country |\n| Lyon | France |"),
+        run(1, 2, HOP_2, "| country | capital |\n| France | Paris |"),
+        run(2, 2, HOP_3, "| city | population |\n| Paris | 2,138,551 |"),
+    ]
+    assert useful_runs(chain, DEEP, 0.5) == [True, True, True]
+    assert useful_runs(list(reversed(chain)), DEEP, 0.5) == [True, True, True]  # ordered by stage, not by list
+    # a hop whose source failed, or that names nothing handed back, is spurious; so is everything after it
+    broken = [run(0, 2, HOP_1, "subagent 'w' failed: timed out", returned=False), *chain[1:]]
+    assert useful_runs(broken, DEEP, 0.5) == [False, False, False]
+    assert useful_runs([chain[0], run(1, 2, "Find the capital of Spain."), chain[2]], DEEP, 0.5) == [True, False, False]
+    # runs of one stage cannot vouch for each other
+    assert useful_runs([chain[0], run(0, 2, HOP_2, chain[1].result)], DEEP, 0.5) == [True, False]
+    stats = EpisodeStats(num_assigned=3, num_finished=3, stage_sub_steps=((2,), (2,), (2,)))
+    credited, fraction = credit_episode(stats, chain, DEEP, guarded=True, min_overlap=0.5)
+    assert fraction == 0.0 and credited.credited_finished == 3
 
 
 def test_spurious_fraction_per_episode() -> None:

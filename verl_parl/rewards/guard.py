@@ -4,7 +4,8 @@ An assignment is **useful** when
 
 (a) its prompt names the task: it contains one of the task's *names* (whole words, case and accents
     ignored), or, for a task without names, it repeats at least ``min_overlap`` of the question's
-    content words; and
+    content words; or it names what a useful assignment of an earlier stage handed back (a chain's next
+    hop: "Find the capital of France" after a subagent answered "| Lyon | France |"); and
 (b) its result is neither an error (the subagent did not return: crash, timeout, step budget) nor
     empty (no letter or digit).
 
@@ -166,12 +167,30 @@ def question_overlap(prompt: str, question_words: frozenset[str]) -> float:
     return len(content_words(prompt) & question_words) / len(question_words)
 
 
+def names_any(prompt: str, names: Sequence[tuple[str, ...]]) -> bool:
+    """The prompt's words contain one of ``names`` (word tuples) contiguously: ``"Find Sao Tome's capital"``
+    names ``("sao", "tome")``."""
+    text = f" {' '.join(words(prompt))} "
+    return any(f" {' '.join(name)} " in text for name in names)
+
+
 def names_task(prompt: str, task: TaskTerms, min_overlap: float) -> bool:
     """Guard (a): the prompt contains a task name as whole words; without names, ``overlap >= min_overlap``."""
     if not task.names:
         return question_overlap(prompt, task.question_words) >= min_overlap
-    text = f" {' '.join(words(prompt))} "
-    return any(f" {' '.join(name)} " in text for name in task.names)
+    return names_any(prompt, task.names)
+
+
+def result_names(result: str, prompt: str) -> tuple[tuple[str, ...], ...]:
+    """What a subagent's result hands back that its prompt did not ask with: the cells of its table lines and
+    its title-case runs, less names made only of the prompt's words, stop words and numbers (a restated
+    header, the entity asked about, a population). ``"| city | country |\n| Lyon | France |"`` for the prompt
+    "Find the country of Lyon. Reply with one table row: | city | country |" → ``(("france",),)``."""
+    asked = set(words(prompt))
+    cells = [cell for line in result.splitlines() if line.lstrip().startswith("|") for cell in line.split("|")]
+    found = [tuple(words(cell)) for cell in cells] + list(question_names(result))
+    new = [n for n in found if any(w not in asked and w not in STOP_WORDS and not w.isdigit() for w in n)]
+    return tuple(dict.fromkeys(new))
 
 
 def has_result(run: SubagentRun) -> bool:
@@ -211,8 +230,25 @@ def credit_episode(
     the fraction is 0 if nothing was assigned, else None (unknown)."""
     if runs is None:
         return stats, (0.0 if stats.num_assigned == 0 else None)
-    useful = [is_useful(run, task, min_overlap) for run in runs]
+    useful = useful_runs(runs, task, min_overlap)
     return (credited_stats(stats, runs, useful) if guarded else stats), spurious_fraction(useful)
+
+
+def useful_runs(runs: Sequence[SubagentRun], task: TaskTerms, min_overlap: float) -> list[bool]:
+    """:func:`is_useful` of each run, where a prompt may also name what a useful run of an *earlier* stage
+    handed back (:func:`result_names`): a chain followed one page at a time. Runs of one stage cannot
+    vouch for each other. E.g. stage 0 "Find the country of Lyon" → "| Lyon | France |", stage 1 "Find the
+    capital of France" → useful; the same stage-1 prompt after a failed stage 0 → spurious."""
+    useful = [False] * len(runs)
+    handed: list[tuple[int, tuple[str, ...]]] = []  # (stage, name) of useful results so far
+    for index in sorted(range(len(runs)), key=lambda i: runs[i].stage):
+        run = runs[index]
+        earlier = [name for stage, name in handed if stage < run.stage]
+        chained = bool(earlier) and names_any(run.prompt, earlier)
+        useful[index] = has_result(run) and (chained or names_task(run.prompt, task, min_overlap))
+        if useful[index]:
+            handed += [(run.stage, name) for name in result_names(run.result, run.prompt)]
+    return useful
 
 
 def subagent_runs(extra: Mapping[str, Any]) -> list[SubagentRun] | None:
