@@ -10,7 +10,7 @@ import pytest
 from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT
 from verl_parl.tasks.research import dataset
-from verl_parl.tasks.research.demos import SUBAGENT_NAME, demo_world
+from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
 
 pytest.importorskip("verl_parl_search")
 
@@ -73,7 +73,7 @@ def test_only_training_countries_appear(demos: list) -> None:
 def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demos: list) -> None:
     orchestrators = [d for d in make_demos("research", ("orchestrator",), 60, seed=5)]
     styles = {d.meta["style"] for d in orchestrators}
-    assert styles == {"parallel", "serial", "deep"}
+    assert styles == {"parallel", "serial", "deep"} | ({"hops"} if DEEP_HOPS else set())
     for demo in orchestrators:
         turns = [m for m in demo.messages if m["role"] == "assistant" and m.get("tool_calls")]
         assigns = [[c for c in _calls(t) if c["name"] == ASSIGN_TASK] for t in turns]
@@ -85,8 +85,8 @@ def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demo
         if demo.meta["style"] == "serial":
             assert all(len(a) == 1 for a in row_turns) and len(row_turns) >= 2
         final = demo.messages[-1]["content"]
-        assert final.startswith("<answer>") and final.endswith("</answer>")
-        if demo.meta["style"] != "deep":  # every subagent row (below its restated header) is copied into the table
+        assert final.startswith("| " if demo.meta["style"] == "hops" else "<answer>") and final.endswith("</answer>")
+        if demo.meta["style"] not in ("deep", "hops"):  # every subagent row (below its header) is copied into the table
             results = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("| ")]
             rows = [result.splitlines()[-1] for result in results]
             assert rows and all(row in final for row in rows)
@@ -223,6 +223,7 @@ def test_deep_replies_quote_the_evidence_sentence_when_asked(monkeypatch: pytest
     from verl_parl.tasks.research.scoring import research_scorer
 
     monkeypatch.setattr(demos, "DEEP_EVIDENCE", evidence)
+    monkeypatch.setattr(demos, "DEEP_HOPS", False)  # every deep task goes to one subagent whole
     rng = random.Random(11)
     deep = [d for d in (demos.research_subagent(rng) for _ in range(60)) if d.meta["part"] == "deep"]
     assert len(deep) >= 5
@@ -263,11 +264,14 @@ def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyP
         assert len(replies) == len(prompts)
         first = re.match(r"Find .* of (.+)\. Reply with one table row: \| (city|country) \| .+ \|$", prompts[0])
         assert first and first.group(1) in demo.messages[1]["content"]  # the first hop names the question's entity
-        for reply, prompt in zip(replies, prompts[1:]):  # each later hop names the cell the previous row returned
+        for reply, prompt, turn in zip(replies, prompts[1:], turns[1:], strict=False):  # later hops name the last cell
             cell = reply.splitlines()[-1].split(" | ")[-1].removesuffix(" |")
             assert f" of {cell}. " in prompt
+            assert turn["content"] == reply.splitlines()[-1]  # quoted above the call
+        assert turns[0]["content"] == ""
+        last_row = replies[-1].splitlines()[-1]  # the final message quotes the last row, then answers its cell
         final = demo.messages[-1]["content"]
-        assert final == f"<answer>{replies[-1].splitlines()[-1].split(' | ')[-1].removesuffix(' |')}</answer>"
+        assert final == f"{last_row}\n<answer>{last_row.split(' | ')[-1].removesuffix(' |')}</answer>"
         extra = {"task_kind": "deep", "answer_metric": "exact_match"}
         assert research_scorer(final, demo.meta["answer"], extra)["acc"] == 1.0, (final, demo.meta["answer"])
     looked_up = [d for d in (demos.research_subagent(rng) for _ in range(80)) if d.meta["part"] == "hop"]
@@ -279,3 +283,4 @@ def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(demos, "DEEP_HOPS", False)
     assert not [d for d in (demos.research_orchestrator(rng) for _ in range(30)) if d.meta["style"] == "hops"]
+    assert not [d for d in (demos.research_subagent(rng) for _ in range(80)) if d.meta["part"] == "hop"]

@@ -99,9 +99,14 @@ agent's went 0.031 -> 0.047, row lookups 57% of values right (59%): not shipped.
 DEEP_HOPS = False
 """Whether the orchestrator follows a chain (a deep task of :data:`_HOP_COLUMNS`) one page at a time: one
 ``assign_task`` per hop, each a one-column row lookup (``Find the country of Lyon. Reply with one table row:
-| city | country |``) naming the entity the previous hop's row returned, and the last row's cell as its answer.
-Off: the whole question goes to one subagent, which follows the chain itself. The subagent's ``deep`` part
-then looks up one hop of a chain as a row."""
+| city | country |``) naming the entity the previous hop's row returned. Every turn after the first quotes the
+previous row above its call (``| Lyon | France |``), and the final message quotes the last row above the
+answer, its last cell (``| France | Paris |`` then ``<answer>Paris</answer>``): the row is copied by
+induction (the entity, then what followed it in the result) and the cell from a few tokens back, not from
+the last tool result. When on, the subagent's ``deep`` part looks up one hop of a chain as a row. Off (as
+shipped): the whole question goes to one subagent, which follows the chain itself. Tried in three cold starts
+(docs/cpu.md): the swarm's deep item-F1 on 64 held-out deep tasks was 0.026, 0.001 and 0 (shipped: 0); the
+first hop's row is often right, the next hop's entity is not copied from it (``Find the capital of Kyon``)."""
 _HOP_COLUMNS = {  # chain types: the column each page of the chain gives, page after page
     "capital_population": ("capital", "population"),
     "city_country_capital": ("country", "capital"),
@@ -434,14 +439,14 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
         "entities": [row[0] for row in task.rows] if kind == WIDE else [],
     }
     hops = _chain(task, dw) if DEEP_HOPS and task.type in _HOP_COLUMNS else None
-    if hops:  # one lookup per page, each naming what the previous row returned
-        head, head_results = [create], [created]
+    if hops:  # one lookup per page, each naming what the previous row returned, quoted above the call
+        head, head_results, quote = [create], [created], ""
         for hop in hops:
             assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _lookup_prompt(hop.name, hop.columns)})
             reply = _row_reply(hop.columns, hop.row)
-            messages += [_turn([*head, assign]), *_results([*head_results, reply])]
-            head, head_results = [], []
-        messages.append({"role": "assistant", "content": _answer(hops[-1].cell)})
+            messages += [{**_turn([*head, assign]), "content": quote}, *_results([*head_results, reply])]
+            head, head_results, quote = [], [], hop.row
+        messages.append({"role": "assistant", "content": f"{hops[-1].row}\n{_answer(hops[-1].cell)}"})
         return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": "hops"})
     if kind == DEEP:
         assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _deep_prompt(task)})
