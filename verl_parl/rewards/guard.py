@@ -199,7 +199,7 @@ def has_result(run: SubagentRun) -> bool:
 
 
 def is_useful(run: SubagentRun, task: TaskTerms, min_overlap: float) -> bool:
-    """Both guards hold: the assignment counts toward ``r_parallel`` and ``r_finish``."""
+    """Both guards hold for ``run`` judged alone (:func:`useful_runs` also credits a chain's later hops)."""
     return has_result(run) and names_task(run.prompt, task, min_overlap)
 
 
