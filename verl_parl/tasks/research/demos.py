@@ -253,10 +253,9 @@ def _lookup_prompt(name: str, columns: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class _Hop:
-    """One page of a chain as a row lookup: the entity, its page, the columns and the row as the page writes it."""
+    """One page of a chain as a row lookup: the entity, the columns and the row as the page writes it."""
 
     name: str
-    docid: str
     columns: tuple[str, str]
     row: str
 
@@ -266,18 +265,21 @@ class _Hop:
 
 
 def _chain(task: Task, dw: DemoWorld) -> list[_Hop] | None:
-    """The hops of chain ``task`` (a type of :data:`_HOP_COLUMNS`), or None when a hop's cell is not the next
-    page's title (a capital the country's page names otherwise than its city page) or the last is not the answer."""
+    """The hops of ``task`` when :data:`DEEP_HOPS` is on and it is a chain (a type of :data:`_HOP_COLUMNS`); None
+    otherwise, or when a hop's cell is not the next page's title (a capital the country's page names otherwise
+    than its city page) or the last is not the answer."""
+    if not DEEP_HOPS or task.type not in _HOP_COLUMNS:
+        return None
     hops: list[_Hop] = []
     for docid, column in zip(task.gold_docids, _HOP_COLUMNS[task.type], strict=True):
-        kind, _, key = docid.partition("-")
-        entity = dw.world.countries[key] if kind == "country" else dw.world.cities[int(key)]
+        entity = dw.world.entity(docid)
+        kind = "country" if isinstance(entity, source.Country) else "city"
         value = _ATTRIBUTES[kind][column].value(dw.world, entity)
         name = dw.title(docid)
         if value is None or (hops and hops[-1].cell != name):
             return None
         cell = corpus_mod.as_written(value, dw.pages[docid]["text"])
-        hops.append(_Hop(name, docid, (kind, column), f"| {name} | {cell} |"))
+        hops.append(_Hop(name, (kind, column), f"| {name} | {cell} |"))
     return hops if hops[-1].cell.replace(",", "") == task.answer else None
 
 
@@ -350,7 +352,7 @@ def research_subagent(rng: random.Random) -> Demo:
     part = rng.choice(("row", "row", "row", "neighbours", "deep"))
     if part == "deep":
         task = _draw_task(dw, rng, DEEP)
-        hops = _chain(task, dw) if DEEP_HOPS and task.type in _HOP_COLUMNS else None
+        hops = _chain(task, dw)
         if hops:  # the orchestrator assigns a chain one hop at a time
             hop = rng.choice(hops)
             reply = _row_reply(hop.columns, hop.row)
@@ -438,7 +440,7 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
         "key": task.key,
         "entities": [row[0] for row in task.rows] if kind == WIDE else [],
     }
-    hops = _chain(task, dw) if DEEP_HOPS and task.type in _HOP_COLUMNS else None
+    hops = _chain(task, dw)
     if hops:  # one lookup per page, each naming what the previous row returned, quoted above the call
         head, head_results, quote = [create], [created], ""
         for hop in hops:

@@ -93,10 +93,15 @@ class World:
         city_id = self.capital_of.get(iso)
         return self.cities[city_id] if city_id is not None else None
 
+    def entity(self, docid: str) -> Country | City:
+        """The country or city whose page is ``docid`` (``country-FR``, ``city-2988507``)."""
+        kind, _, key = docid.partition("-")
+        return self.countries[key] if kind == "country" else self.cities[int(key)]
+
     def entity_country(self, docid: str) -> str:
         """The country (ISO code) an entity belongs to: itself for a country, its country for a city."""
-        kind, _, key = docid.partition("-")
-        return key if kind == "country" else self.cities[int(key)].country
+        entity = self.entity(docid)
+        return entity.iso if isinstance(entity, Country) else entity.country
 
 
 def source_version() -> str:
