@@ -233,6 +233,36 @@ def test_heldout_rows_score_the_asked_values_of_heldout_entities(tokenizer: PreT
     assert samples.heldout_rows(pw, tokenizer, 0, 5) == samples.heldout_rows(pw, tokenizer, 0, 5)  # seeded
 
 
+def test_hop_samples_follow_a_chain_by_copying_each_rows_cell(tokenizer: PreTrainedTokenizerBase) -> None:
+    """A chain followed hop by hop: each task names the previous row's cell, the row is quoted again, the
+    answer is the last cell; the loss is on those copies only, never on the first name (in the question)."""
+    pw = page_world(0)
+    rng = random.Random(5)
+    chains = set()
+    for _ in range(30):
+        sample = samples.hop_sample(rng, tokenizer, pw.train, pw.world)
+        question, *lines = tokenizer.decode(sample.input_ids).splitlines()
+        tasks = [line for line in lines if line.startswith("Find ")]
+        names = [t.partition(". Reply")[0].rpartition(" of ")[2] for t in tasks]
+        rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| ")]
+        values = [row for row in rows if row[0] not in ("city", "country")]
+        assert names[0] in question and len(tasks) in (2, 3)
+        assert values[::2] == values[1::2]  # every row quoted once more
+        assert [row[0] for row in values[::2]] == names and [row[1] for row in values[::2]][:-1] == names[1:]
+        assert lines[-1] == f"Answer: {values[-1][1]}"
+        expected = []
+        for index, row in enumerate(values[::2]):
+            expected += ([names[index]] if index else []) + [f"| {row[0]} | {row[1]} |"]
+        assert [span.strip() for span in _scored_spans(tokenizer, sample)] == [*expected, values[-1][1]]
+        chains.add(len(tasks))
+    assert chains == {2, 3}
+    heldout = {e.name for e in (*pw.heldout.countries, *pw.heldout.cities)}
+    for sample in samples.heldout_hops(pw, tokenizer, 0, 10):
+        question = tokenizer.decode(sample.input_ids).splitlines()[0]
+        assert any(name in question for name in heldout)
+    assert samples.heldout_hops(pw, tokenizer, 0, 5) == samples.heldout_hops(pw, tokenizer, 0, 5)  # seeded
+
+
 def test_mixture_follows_the_phases() -> None:
     phases = ((10, (1.0, 0.0, 0.0)), (20, (0.5, 0.5, 0.0)), (30, (0.0, 0.0, 1.0)))
     assert mixture_at(0, phases) == (1.0, 0.0, 0.0)
@@ -250,6 +280,7 @@ def test_mixture_follows_the_phases() -> None:
         ({"phases": ((10, (1.0, 0.0)),)}, "weights (1.0, 0.0)"),
         ({"phases": ((20, (1.0, 0.0, 0.0)), (10, (0.0, 1.0, 0.0)))}, "ordered"),
         ({"task_first": 1.5}, "task_first=1.5 must be a share between 0 and 1"),
+        ({"hop_share": -0.1}, "hop_share=-0.1 must be a share between 0 and 1"),
     ],
 )
 def test_bad_specs_name_what_is_wrong(changes: dict[str, object], message: str) -> None:

@@ -58,8 +58,10 @@ from verl_parl.models.lm import collate, lr_at
 from verl_parl.models.samples import (
     PageWorld,
     Sample,
+    heldout_hops,
     heldout_questions,
     heldout_rows,
+    hop_sample,
     induction_sample,
     lookup_sample,
     page_sample,
@@ -134,6 +136,7 @@ class PretrainSpec:
     row_share: float = 0.0  # share of page samples answered with table rows instead of questions
     task_first: float = 0.0  # share of page samples written as a subagent sees them: one task, hits, answer
     walk_share: float = 0.0  # share of page samples replaced by list walks (walk_sample: the next name)
+    hop_share: float = 0.0  # share of page samples replaced by chains followed hop by hop (hop_sample)
     seed: int = 0  # the curriculum's draws and the suite's split of training and held-out entities
     stream: int = 0  # another draw of the curriculum's samples (same split): a stage continuing another
     grow_from: PretrainSpec | None = None  # continue from this checkpoint, grown if shallower (grown_model)
@@ -155,7 +158,7 @@ class PretrainSpec:
         ]
         errors += [
             f"{name}={getattr(self, name)} must be a share between 0 and 1"
-            for name in ("row_share", "task_first", "walk_share")
+            for name in ("row_share", "task_first", "walk_share", "hop_share")
             if not 0 <= getattr(self, name) <= 1
         ]
         if self.induction_length < 3 * self.induction_span:
@@ -185,7 +188,7 @@ class PretrainSpec:
                 k: v
                 for k, v in dataclasses.asdict(self).items()
                 if k not in ("base", "grow_from")
-                and not (k in ("row_share", "task_first", "walk_share", "stream") and v == 0)  # older digests
+                and not (k in ("row_share", "task_first", "walk_share", "hop_share", "stream") and v == 0)  # older digests
             },
         }
         if self.grow_from is not None:
@@ -281,6 +284,8 @@ class Curriculum:
             self._pages = page_world(spec.seed)
         if spec.walk_share and rng.random() < spec.walk_share:
             return walk_sample(rng, self.tokenizer, self._pages)
+        if spec.hop_share and rng.random() < spec.hop_share:
+            return hop_sample(rng, self.tokenizer, self._pages.train, self._pages.world)
         for _ in range(_MAX_PAGE_DRAWS):
             sample = page_sample(
                 rng,
@@ -379,7 +384,9 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     real pages (among up to ``max_pages`` search hits) answered exactly (greedy); ``lookup``: made-up
     facts answered exactly; ``heldout_walk``: the names a list walk (:func:`walk_sample`) over held-out
     entities hands out, each name all right (teacher-forced); ``heldout_row_cells``: the values of row tasks
-    over held-out pages written right, in the header's column order (teacher-forced; :func:`heldout_rows`)."""
+    over held-out pages written right, in the header's column order (teacher-forced; :func:`heldout_rows`);
+    ``heldout_hop``: what a chain followed hop by hop over held-out entities copies (the next task's name,
+    the quoted row, the answer), each all right (teacher-forced; :func:`heldout_hops`)."""
     rng = random.Random(f"{spec.seed}/gates")
     n = spec.gate_samples
     token_ids = _content_ids(tokenizer)
@@ -391,6 +398,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     ]
     walks = [walk_sample(rng, tokenizer, dataclasses.replace(pages, train=pages.heldout)) for _ in range(n)]
     rows = heldout_rows(pages, tokenizer, 0, n, spec.max_pages)
+    hops = heldout_hops(pages, tokenizer, 0, n)
     pad = tokenizer.pad_token_id
     return {
         "induction": round(_exact(model, induction, pad)[0], 4),
@@ -399,6 +407,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
         "heldout_questions": len(heldout),
         "heldout_walk": round(_exact(model, walks, pad)[2], 4),
         "heldout_row_cells": round(_exact(model, rows, pad)[2], 4),
+        "heldout_hop": round(_exact(model, hops, pad)[2], 4),
     }
 
 

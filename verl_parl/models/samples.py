@@ -20,8 +20,10 @@ from verl_parl.tasks.research import corpus
 __all__ = [
     "PageWorld",
     "Sample",
+    "heldout_hops",
     "heldout_questions",
     "heldout_rows",
+    "hop_sample",
     "induction_sample",
     "lookup_sample",
     "page_cells",
@@ -271,6 +273,65 @@ def walk_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: Page
         ids += before + named + tail
         mask += [0] * len(before) + [1] * len(named) + [0] * len(tail)
     return Sample("walk", ids, mask)
+
+
+_HOP_CHAINS = (  # the suite's chains (tasks.py): the sampler of their questions and each page's (kind, column)
+    ("capital_population", (("country", "capital"), ("city", "population"))),
+    ("city_country_capital", (("city", "country"), ("country", "capital"))),
+    ("city_country_currency", (("city", "country"), ("country", "currency code"))),
+    ("city_capital_population", (("city", "country"), ("country", "capital"), ("city", "population"))),
+)
+
+
+def _hop_cell(rng: random.Random, pool: Any, column: str) -> str:
+    """A made-up value for ``column``: a name of ``pool`` (or a made-up one) where the next hop looks it up."""
+    if column == "population":
+        return f"{rng.randint(1_000, 30_000_000):,}" if rng.random() < 0.5 else str(rng.randint(1_000, 30_000_000))
+    if column == "currency code":
+        return "".join(rng.choice("ABCDEFGHIKLMNOPRSTUVZ") for _ in range(3))
+    if rng.random() < 0.3:
+        return _name(rng)
+    return rng.choice(pool.countries if column == "country" else pool.cities).name
+
+
+def hop_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pool: Any, world: Any) -> Sample:
+    """A chain question of the suite over ``pool``'s entities followed one page at a time, as the orchestrator
+    follows it (``DEEP_HOPS`` in :mod:`verl_parl.tasks.research.demos`): each hop a row task naming the entity
+    the previous row returned, its row coming back below its header, quoted once more above the next task,
+    and the last row's cell as the answer. The cells are made up (other entities' names, made-up names and
+    numbers), so they can only be copied. The loss is on what is copied: each task's name after the first,
+    each quoted row, and the answer."""
+    from verl_parl.tasks.research import tasks as tasks_mod
+    from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES
+
+    attributes = {"country": {a.column: a for a in COUNTRY_ATTRIBUTES}, "city": {a.column: a for a in CITY_ATTRIBUTES}}
+    type_name, hops = rng.choice(_HOP_CHAINS)
+    sampler = getattr(tasks_mod, type_name)(world, pool)
+    assert sampler is not None, f"no {type_name} task over this pool"
+    task = sampler(rng)
+    name = world.entity(task.gold_docids[0]).name
+    ids = list(_encode(tokenizer, task.question + "\n"))
+    mask = [0] * len(ids)
+    quote: list[int] = []
+    for index, (kind, column) in enumerate(hops):
+        cell = _hop_cell(rng, pool, column)
+        wanted, header = _row_task(kind, [attributes[kind][column]])
+        before, named = _encode(tokenizer, f"Find {wanted} of"), _encode(tokenizer, f" {name}")
+        after = _encode(tokenizer, f". Reply with one table row: {header}\n{header}\n")
+        row = _encode(tokenizer, f"| {name} | {cell} |\n")
+        ids += quote + before + named + after + row
+        mask += [1] * len(quote) + [0] * len(before) + [int(index > 0)] * len(named) + [0] * (len(after) + len(row))
+        quote, name = row, cell
+    cue, answer = _encode(tokenizer, "Answer:"), _encode(tokenizer, f" {name}\n")
+    ids += quote + cue + answer
+    mask += [1] * len(quote) + [0] * len(cue) + [1] * len(answer)
+    return Sample("hops", ids, mask)
+
+
+def heldout_hops(pw: PageWorld, tokenizer: PreTrainedTokenizerBase, seed: int, limit: int) -> list[Sample]:
+    """:func:`hop_sample` over held-out entities (their questions, and names of theirs in the cells)."""
+    rng = random.Random(f"{seed}/heldout-hops")
+    return [hop_sample(rng, tokenizer, pw.heldout, pw.world) for _ in range(limit)]
 
 
 def _among_hits(
