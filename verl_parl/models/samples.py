@@ -297,10 +297,11 @@ def _hop_cell(rng: random.Random, pool: Any, column: str) -> str:
 def hop_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pool: Any, world: Any) -> Sample:
     """A chain question of the suite over ``pool``'s entities followed one page at a time, as the orchestrator
     follows it (``DEEP_HOPS`` in :mod:`verl_parl.tasks.research.demos`): each hop a row task naming the entity
-    the previous row returned, its row coming back below its header, quoted once more above the next task,
-    and the last row's cell as the answer. The cells are made up (other entities' names, made-up names and
-    numbers), so they can only be copied. The loss is on what is copied: each task's name after the first,
-    each quoted row, and the answer."""
+    the previous row returned, its row coming back below its header, and the last row's cell as the answer.
+    The cells are made up (other entities' names, made-up names and numbers), so they can only be copied. The
+    loss is on what is copied out of a row: each task's name after the first, and the answer. (A first form
+    also quoted each row once more, the loss on the quote: it taught the cold start to repeat rows, and its
+    wide tasks ran into loops.)"""
     from verl_parl.tasks.research import tasks as tasks_mod
     from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES
 
@@ -312,19 +313,18 @@ def hop_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pool: Any
     name = world.entity(task.gold_docids[0]).name
     ids = list(_encode(tokenizer, task.question + "\n"))
     mask = [0] * len(ids)
-    quote: list[int] = []
     for index, (kind, column) in enumerate(hops):
         cell = _hop_cell(rng, pool, column)
         wanted, header = _row_task(kind, [attributes[kind][column]])
         before, named = _encode(tokenizer, f"Find {wanted} of"), _encode(tokenizer, f" {name}")
         after = _encode(tokenizer, f". Reply with one table row: {header}\n{header}\n")
         row = _encode(tokenizer, f"| {name} | {cell} |\n")
-        ids += quote + before + named + after + row
-        mask += [1] * len(quote) + [0] * len(before) + [int(index > 0)] * len(named) + [0] * (len(after) + len(row))
-        quote, name = row, cell
+        ids += before + named + after + row
+        mask += [0] * len(before) + [int(index > 0)] * len(named) + [0] * (len(after) + len(row))
+        name = cell
     cue, answer = _encode(tokenizer, "Answer:"), _encode(tokenizer, f" {name}\n")
-    ids += quote + cue + answer
-    mask += [1] * len(quote) + [0] * len(cue) + [1] * len(answer)
+    ids += cue + answer
+    mask += [0] * len(cue) + [1] * len(answer)
     return Sample("hops", ids, mask)
 
 

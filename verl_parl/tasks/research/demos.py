@@ -441,14 +441,13 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
         "entities": [row[0] for row in task.rows] if kind == WIDE else [],
     }
     hops = _chain(task, dw)
-    if hops:  # one lookup per page, each naming what the previous row returned, quoted above the call
-        head, head_results, quote = [create], [created], ""
+    if hops:  # one lookup per page, each naming what the previous row returned
+        head, head_results = [create], [created]
         for hop in hops:
             assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _lookup_prompt(hop.name, hop.columns)})
-            reply = _row_reply(hop.columns, hop.row)
-            messages += [{**_turn([*head, assign]), "content": quote}, *_results([*head_results, reply])]
-            head, head_results, quote = [], [], hop.row
-        messages.append({"role": "assistant", "content": f"{hops[-1].row}\n{_answer(hops[-1].cell)}"})
+            messages += [_turn([*head, assign]), *_results([*head_results, _row_reply(hop.columns, hop.row)])]
+            head, head_results = [], []
+        messages.append({"role": "assistant", "content": _answer(hops[-1].cell)})
         return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": "hops"})
     if kind == DEEP:
         assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _deep_prompt(task)})
