@@ -85,7 +85,7 @@ def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demo
         if demo.meta["style"] == "serial":
             assert all(len(a) == 1 for a in row_turns) and len(row_turns) >= 2
         final = demo.messages[-1]["content"]
-        assert final.startswith("| " if demo.meta["style"] == "hops" else "<answer>") and final.endswith("</answer>")
+        assert final.startswith("<answer>") and final.endswith("</answer>")
         if demo.meta["style"] not in ("deep", "hops"):  # every subagent row (below its header) is copied into the table
             results = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("| ")]
             rows = [result.splitlines()[-1] for result in results]
