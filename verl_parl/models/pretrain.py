@@ -389,8 +389,8 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     facts answered exactly; ``heldout_walk``: the names a list walk (:func:`walk_sample`) over held-out
     entities hands out, each name all right (teacher-forced); ``heldout_row_cells``: the values of row tasks
     over held-out pages written right, in the header's column order (teacher-forced; :func:`heldout_rows`);
-    ``heldout_hop``: what a chain followed hop by hop over held-out entities copies (the next task's name,
-    the quoted row, the answer), each all right (teacher-forced; :func:`heldout_hops`)."""
+    ``heldout_hop``: what a chain followed hop by hop over held-out entities copies out of its rows (each
+    next task's name, and the answer), each all right (teacher-forced; :func:`heldout_hops`)."""
     rng = random.Random(f"{spec.seed}/gates")
     n = spec.gate_samples
     token_ids = _content_ids(tokenizer)
