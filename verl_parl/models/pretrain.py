@@ -188,8 +188,8 @@ class PretrainSpec:
             "spec": {
                 k: v
                 for k, v in dataclasses.asdict(self).items()
-                if k not in ("base", "grow_from")
-                and not (k in ("row_share", "task_first", "walk_share", "hop_share", "stream") and v == 0)  # older digests
+                if k not in ("base", "grow_from")  # zero shares left out: older digests stay
+                and not (k in ("row_share", "task_first", "walk_share", "hop_share", "stream") and v == 0)
             },
         }
         if self.grow_from is not None:
