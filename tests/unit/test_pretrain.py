@@ -160,6 +160,25 @@ def test_walk_samples_hand_out_the_listed_names_in_order(tokenizer: PreTrainedTo
     assert walk_sample(random.Random(9), tokenizer, pw) == walk_sample(random.Random(9), tokenizer, pw)  # seeded
 
 
+def test_walk_ends_score_where_a_parallel_turn_goes_on_and_where_it_stops(tokenizer: PreTrainedTokenizerBase) -> None:
+    pw = page_world(0)
+    go_on = tokenizer.decode(tokenizer("Find", add_special_tokens=False)["input_ids"][:1])  # a task's first token
+    for seed in range(6):
+        names_only = walk_sample(random.Random(seed), tokenizer, pw, serial=False)
+        both = walk_sample(random.Random(seed), tokenizer, pw, score=("names", "ends"), serial=False)
+        ends = walk_sample(random.Random(seed), tokenizer, pw, score=("ends",), serial=False)
+        assert both.input_ids == [*names_only.input_ids, tokenizer.eos_token_id]  # the turn ends after the list
+        listed = _scored_spans(tokenizer, names_only)
+        decisions = _scored_spans(tokenizer, ends)
+        assert decisions == [go_on] * (len(listed) - 1) + [tokenizer.eos_token]  # go on after each name but the last
+        expected = [listed[0], *(span for name in listed[1:] for span in (go_on, name)), tokenizer.eos_token]
+        assert _scored_spans(tokenizer, both) == expected
+    serial = walk_sample(random.Random(0), tokenizer, pw, score=("names", "ends"), serial=True)
+    assert serial == walk_sample(random.Random(0), tokenizer, pw, serial=True)  # a serial plan's turns end anyway
+    with pytest.raises(ValueError, match="must name some of"):
+        walk_sample(random.Random(0), tokenizer, pw, score=("stops",))
+
+
 def test_exact_counts_tokens_samples_and_spans() -> None:
     class Oracle(torch.nn.Module):  # predicts every next token, except the ones listed as wrong
         def __init__(self, wrong: set[tuple[int, int]]) -> None:
@@ -277,6 +296,7 @@ def test_mixture_follows_the_phases() -> None:
         ({"phases": ((20, (1.0, 0.0, 0.0)), (10, (0.0, 1.0, 0.0)))}, "ordered"),
         ({"task_first": 1.5}, "task_first=1.5 must be a share between 0 and 1"),
         ({"hop_share": -0.1}, "hop_share=-0.1 must be a share between 0 and 1"),
+        ({"walk_ends": True}, "walk_ends needs walks"),
     ],
 )
 def test_bad_specs_name_what_is_wrong(changes: dict[str, object], message: str) -> None:
@@ -334,6 +354,7 @@ def test_the_package_ships_the_grown_reader() -> None:
     assert info["gates"]["induction"] >= 0.9 and info["gates"]["heldout_lookup"] >= 0.65  # 0.68: a fifth are walks
     assert info["gates"]["heldout_walk"] >= 0.6  # the next listed name handed out (0.0 without the walks)
     assert info["gates"]["heldout_hop"] >= 0.9  # a chain's next name copied out of the last row (0.0 without hops)
+    assert info["gates"]["heldout_walk_end"] >= 0.9  # a parallel turn ends after the list (0.0 without walk_ends)
 
 
 SMALL_READER = TinyModelSpec(hidden_size=64, num_layers=2, num_heads=1, num_kv_heads=1, intermediate_size=128)

@@ -137,6 +137,7 @@ class PretrainSpec:
     row_share: float = 0.0  # share of page samples answered with table rows instead of questions
     task_first: float = 0.0  # share of page samples written as a subagent sees them: one task, hits, answer
     walk_share: float = 0.0  # share of page samples replaced by list walks (walk_sample: the next name)
+    walk_ends: bool = False  # the walks' loss also on where a parallel turn goes on or ends (walk_sample)
     hop_share: float = 0.0  # share of page samples replaced by chains followed hop by hop (hop_sample)
     seed: int = 0  # the curriculum's draws and the suite's split of training and held-out entities
     stream: int = 0  # another draw of the curriculum's samples (same split): a stage continuing another
@@ -162,6 +163,8 @@ class PretrainSpec:
             for name in ("row_share", "task_first", "walk_share", "hop_share")
             if not 0 <= getattr(self, name) <= 1
         ]
+        if self.walk_ends and not self.walk_share:
+            errors.append("walk_ends needs walks: walk_share must be above 0")
         if self.induction_length < 3 * self.induction_span:
             errors.append(f"induction_length={self.induction_length} must be at least 3 * induction_span")
         if not self.phases:
@@ -189,7 +192,7 @@ class PretrainSpec:
                 k: v
                 for k, v in dataclasses.asdict(self).items()
                 if k not in ("base", "grow_from")  # zero shares left out: older digests stay
-                and not (k in ("row_share", "task_first", "walk_share", "hop_share", "stream") and v == 0)
+                and not (k in ("row_share", "task_first", "walk_share", "walk_ends", "hop_share", "stream") and not v)
             },
         }
         if self.grow_from is not None:
@@ -209,6 +212,7 @@ READER_PRETRAIN = PretrainSpec(
     warmup_steps=0,
     row_share=0.3,
     walk_share=0.2,
+    walk_ends=True,
     hop_share=0.25,
 )
 """The reader the research task's cold start starts from: :class:`PretrainSpec`'s 2-layer checkpoint grown
@@ -287,7 +291,8 @@ class Curriculum:
         if self._pages is None:
             self._pages = page_world(spec.seed)
         if spec.walk_share and rng.random() < spec.walk_share:
-            return walk_sample(rng, self.tokenizer, self._pages)
+            score = ("names", "ends") if spec.walk_ends else ("names",)
+            return walk_sample(rng, self.tokenizer, self._pages, score=score)
         if spec.hop_share and rng.random() < spec.hop_share:
             return hop_sample(rng, self.tokenizer, self._pages.train, self._pages.world)
         for _ in range(_MAX_PAGE_DRAWS):
@@ -387,7 +392,9 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     """``induction``: copied tokens predicted right; ``heldout_lookup``: questions on held-out entities'
     real pages (among up to ``max_pages`` search hits) answered exactly (greedy); ``lookup``: made-up
     facts answered exactly; ``heldout_walk``: the names a list walk (:func:`walk_sample`) over held-out
-    entities hands out, each name all right (teacher-forced); ``heldout_row_cells``: the values of row tasks
+    entities hands out, each name all right (teacher-forced); ``heldout_walk_end``: parallel walks over
+    held-out entities whose every decision to hand out another name or to end the turn is right
+    (teacher-forced); ``heldout_row_cells``: the values of row tasks
     over held-out pages written right, in the header's column order (teacher-forced; :func:`heldout_rows`);
     ``heldout_hop``: what a chain followed hop by hop over held-out entities copies out of its rows (each
     next task's name, and the answer), each all right (teacher-forced; :func:`heldout_hops`)."""
@@ -400,7 +407,9 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     heldout = [
         qa_sample("pages", tokenizer, text, [(q, a)]) for text, q, a in heldout_questions(pages, 0, n, spec.max_pages)
     ]
-    walks = [walk_sample(rng, tokenizer, dataclasses.replace(pages, train=pages.heldout)) for _ in range(n)]
+    heldout_pages = dataclasses.replace(pages, train=pages.heldout)
+    walks = [walk_sample(rng, tokenizer, heldout_pages) for _ in range(n)]
+    ends = [walk_sample(rng, tokenizer, heldout_pages, score=("ends",), serial=False) for _ in range(n)]
     rows = heldout_rows(pages, tokenizer, 0, n, spec.max_pages)
     hops = heldout_hops(pages, tokenizer, 0, n)
     pad = tokenizer.pad_token_id
@@ -410,6 +419,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
         "heldout_lookup": round(_exact(model, heldout, pad)[1], 4),
         "heldout_questions": len(heldout),
         "heldout_walk": round(_exact(model, walks, pad)[2], 4),
+        "heldout_walk_end": round(_exact(model, ends, pad)[1], 4),
         "heldout_row_cells": round(_exact(model, rows, pad)[2], 4),
         "heldout_hop": round(_exact(model, hops, pad)[2], 4),
     }

@@ -18,6 +18,7 @@ from transformers import PreTrainedTokenizerBase
 from verl_parl.tasks.research import corpus
 
 __all__ = [
+    "WALK_SCORES",
     "PageWorld",
     "Sample",
     "heldout_hops",
@@ -246,13 +247,32 @@ def page_sample(
     return qa_sample("pages", tokenizer, hits, rng.sample(qa, min(n_questions, len(qa))))
 
 
-def walk_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: PageWorld, max_names: int = 5) -> Sample:
+WALK_SCORES = ("names", "ends")
+"""What a list walk's loss can be on: the names its tasks hand out, and where a parallel turn ends."""
+
+
+def walk_sample(
+    rng: random.Random,
+    tokenizer: PreTrainedTokenizerBase,
+    pw: PageWorld,
+    max_names: int = 5,
+    *,
+    score: Sequence[str] = ("names",),
+    serial: bool | None = None,
+) -> Sample:
     """A wide task's question listing training entities, then one row task per entity in the listed order,
     each written as the orchestrator writes an ``assign_task`` prompt, with a made-up row coming back after
-    it (a serial plan) or not (one parallel turn). The loss is on the names the tasks hand out: the next
-    name after the one handed out last, which a copy of the last task alone gets wrong."""
+    it (a serial plan) or not (one parallel turn; ``serial`` None draws either, half and half).
+
+    ``score`` says where the loss is: ``names``, the names the tasks hand out (the next name after the one
+    handed out last, which a copy of the last task alone gets wrong); ``ends``, in a parallel turn, each
+    decision to go on (the next task's first token) or to stop (the end of turn after the last listed name,
+    where a model that cannot tell the list is done hands out its last name again and again)."""
     from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES, table_question
 
+    unknown = set(score) - set(WALK_SCORES)
+    if unknown or not score:
+        raise ValueError(f"score={tuple(score)} must name some of {WALK_SCORES}")
     country = rng.random() < 0.5
     noun, pool, attributes = (
         ("country", pw.train.countries, COUNTRY_ATTRIBUTES) if country else ("city", pw.train.cities, CITY_ATTRIBUTES)
@@ -261,17 +281,24 @@ def walk_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pw: Page
     chosen = sorted(rng.sample(range(len(attributes)), rng.randint(1, 3)))
     attrs = tuple(attributes[i] for i in chosen)
     wanted, header = _row_task(noun, attrs)
-    serial = rng.random() < 0.5
+    drawn = rng.random() < 0.5
+    serial = drawn if serial is None else serial
+    ends = "ends" in score and not serial
+    name_loss = int("names" in score)
     ids = list(_encode(tokenizer, table_question(noun, names, attrs, rng) + "\n"))  # the cached list stays intact
     mask = [0] * len(ids)
-    for name in names:
+    for i, name in enumerate(names):
         before, named = _encode(tokenizer, f"Find {wanted} of"), _encode(tokenizer, f" {name}")
         after = f". Reply with one table row: {header}\n"
         if serial:
             after += "| " + " | ".join([name, *(_value(rng, rng.choice(_FACT_KEYS)) for _ in attrs)]) + " |\n"
         tail = _encode(tokenizer, after)
         ids += before + named + tail
-        mask += [0] * len(before) + [1] * len(named) + [0] * len(tail)
+        go_on = int(ends and i > 0)  # the first task follows the question, not a decision
+        mask += [go_on] + [0] * (len(before) - 1) + [name_loss] * len(named) + [0] * len(tail)
+    if ends:
+        ids.append(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
+        mask.append(1)
     return Sample("walk", ids, mask)
 
 
