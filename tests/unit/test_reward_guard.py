@@ -129,6 +129,25 @@ def test_error_and_empty_results_earn_nothing() -> None:
     assert (g.r_parallel, g.r_finish) == pytest.approx((0.0, 1 / 3))
 
 
+def test_a_repeated_assignment_is_spurious() -> None:
+    """A turn that hands out its last name again and again (a tiny orchestrator at the end of its list)
+    saves no step: only the first of each prompt earns r_parallel."""
+    germany = "Find the capital of Germany. Reply with one table row: | country | capital |"
+    bosnia = "Find the capital of Bosnia and Herzegovina. Reply with one table row: | country | capital |"
+    shouted = "FIND the capital of bosnia  and herzegovina: reply with one table row (country, capital)"
+    runs = [run(0, 3, germany), run(0, 3, bosnia), run(0, 3, bosnia), run(0, 3, shouted)]
+    assert useful_runs(runs, WIDE, 0.5) == [True, True, False, False]  # case, spacing and punctuation ignored
+    stats = EpisodeStats(num_assigned=4, num_finished=4, stage_sub_steps=((3, 3, 3, 3),))
+    guarded, fraction = credit_episode(stats, runs, WIDE, guarded=True, min_overlap=0.5)
+    assert fraction == 0.5
+    terms = parl_terms(guarded, 0.0, form="paper", lambda1=1.0, lambda2=1.0)
+    # two useful runs save 3 of 1 + 12 = 13 (four would save 9); two of four finished usefully
+    assert (terms.r_parallel, terms.r_finish) == pytest.approx((3 / 13, 2 / 4))
+    # a retry of a prompt whose first run failed is not a repeat, nor is the same prompt in another episode
+    retry = [run(0, 2, bosnia, "subagent 'w' failed: timed out", returned=False), run(1, 3, bosnia)]
+    assert useful_runs(retry, WIDE, 0.5) == [False, True]
+
+
 DEEP = task_terms("2138551", {}, "What is the population of the capital of the country where Lyon is located?")
 HOP_1 = "Find the country of Lyon. Reply with one table row: | city | country |"
 HOP_2 = "Find the capital of France. Reply with one table row: | country | capital |"

@@ -106,10 +106,10 @@ CREDIT_MODES = ("guarded", "paper")
 class CreditConfig:
     """``parl.reward.credit``: which subagent assignments earn ``r_parallel`` and ``r_finish``.
 
-    ``mode``: ``guarded`` credits only useful assignments (the prompt names the task, the result is
-    neither an error nor empty; :mod:`verl_parl.rewards.guard`), ``paper`` every assignment, as the
-    paper's terms do. ``min_overlap``: for a task without names, the least share of the question's
-    content words a useful prompt repeats.
+    ``mode``: ``guarded`` credits only useful assignments (the prompt names the task and repeats no
+    earlier useful one, the result is neither an error nor empty; :mod:`verl_parl.rewards.guard`),
+    ``paper`` every assignment, as the paper's terms do. ``min_overlap``: for a task without names, the
+    least share of the question's content words a useful prompt repeats.
     """
 
     mode: str = "guarded"

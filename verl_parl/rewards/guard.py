@@ -7,7 +7,9 @@ An assignment is **useful** when
     content words; or it names what a useful assignment of an earlier stage handed back (a chain's next
     hop: "Find the capital of France" after a subagent answered "| Lyon | France |"); and
 (b) its result is neither an error (the subagent did not return: crash, timeout, step budget) nor
-    empty (no letter or digit).
+    empty (no letter or digit); and
+(c) it is not a repeat: its prompt differs (in its words: case, accents and punctuation ignored) from
+    every useful assignment before it in the episode (an earlier stage, or earlier in the same turn).
 
 Otherwise it is **spurious**. A task's names are the key cells of its gold table's rows (when the
 ground truth is a table with ``keys``) and the question's runs of title-case words (an uppercase
@@ -237,17 +239,24 @@ def credit_episode(
 def useful_runs(runs: Sequence[SubagentRun], task: TaskTerms, min_overlap: float) -> list[bool]:
     """:func:`is_useful` of each run, where a prompt may also name what a useful run of an *earlier* stage
     handed back (:func:`result_names`): a chain followed one page at a time. Runs of one stage cannot
-    vouch for each other. E.g. stage 0 "Find the country of Lyon" → "| Lyon | France |", stage 1 "Find the
-    capital of France" → useful; the same stage-1 prompt after a failed stage 0 → spurious."""
+    vouch for each other, and a run asking what a useful run before it asked is spurious (guard (c)).
+    E.g. stage 0 "Find the country of Lyon" → "| Lyon | France |", stage 1 "Find the capital of France"
+    → useful; the same stage-1 prompt after a failed stage 0 → spurious; "Find the capital of France"
+    twice in one turn → the second is spurious."""
     useful = [False] * len(runs)
     handed: list[tuple[int, tuple[str, ...]]] = []  # (stage, name) of useful results so far
+    asked: set[tuple[str, ...]] = set()  # the words of useful prompts so far: a repeat asks nothing new
     for index in sorted(range(len(runs)), key=lambda i: runs[i].stage):
         run = runs[index]
         earlier = [name for stage, name in handed if stage < run.stage]
         chained = bool(earlier) and names_any(run.prompt, earlier)
-        useful[index] = has_result(run) and (chained or names_task(run.prompt, task, min_overlap))
+        prompt = tuple(words(run.prompt))
+        useful[index] = (
+            has_result(run) and prompt not in asked and (chained or names_task(run.prompt, task, min_overlap))
+        )
         if useful[index]:
             handed += [(run.stage, name) for name in result_names(run.result, run.prompt)]
+            asked.add(prompt)
     return useful
 
 
