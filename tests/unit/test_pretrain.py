@@ -174,7 +174,13 @@ def test_walk_ends_score_where_a_parallel_turn_goes_on_and_where_it_stops(tokeni
         expected = [listed[0], *(span for name in listed[1:] for span in (go_on, name)), tokenizer.eos_token]
         assert _scored_spans(tokenizer, both) == expected
     serial = walk_sample(random.Random(0), tokenizer, pw, score=("names", "ends"), serial=True)
-    assert serial == walk_sample(random.Random(0), tokenizer, pw, serial=True)  # a serial plan's turns end anyway
+    plain = walk_sample(random.Random(0), tokenizer, pw, serial=True)
+    assert serial.input_ids[: len(plain.input_ids)] == plain.input_ids  # the plan, then its answer
+    answer = tokenizer.decode(serial.input_ids[len(plain.input_ids) :])
+    brought_back = [line for line in tokenizer.decode(plain.input_ids).splitlines() if line.startswith("| ")]
+    assert answer.splitlines()[0] == "Answer:" and answer.endswith(f"|\n{tokenizer.eos_token}")
+    assert answer.splitlines()[3:-1] == brought_back  # header and rule, then every row in order, then the end
+    assert _scored_spans(tokenizer, serial)[-1] == "".join(line + "\n" for line in brought_back) + tokenizer.eos_token
     with pytest.raises(ValueError, match="must name some of"):
         walk_sample(random.Random(0), tokenizer, pw, score=("stops",))
 

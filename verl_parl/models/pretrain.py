@@ -392,12 +392,13 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     """``induction``: copied tokens predicted right; ``heldout_lookup``: questions on held-out entities'
     real pages (among up to ``max_pages`` search hits) answered exactly (greedy); ``lookup``: made-up
     facts answered exactly; ``heldout_walk``: the names a list walk (:func:`walk_sample`) over held-out
-    entities hands out, each name all right (teacher-forced); ``heldout_walk_end``: parallel walks over
-    held-out entities whose every decision to hand out another name or to end the turn is right
-    (teacher-forced); ``heldout_row_cells``: the values of row tasks
-    over held-out pages written right, in the header's column order (teacher-forced; :func:`heldout_rows`);
-    ``heldout_hop``: what a chain followed hop by hop over held-out entities copies out of its rows (each
-    next task's name, and the answer), each all right (teacher-forced; :func:`heldout_hops`)."""
+    entities hands out, each name all right (teacher-forced); ``heldout_walk_end``: walks over held-out
+    entities whose list ends where it should, all right (teacher-forced): a parallel turn's every decision
+    to hand out another name or to end the turn, a serial plan's answer table copied row by row and ended;
+    ``heldout_row_cells``: the values of row tasks over held-out pages written right, in the header's column order
+    (teacher-forced; :func:`heldout_rows`); ``heldout_hop``: what a chain followed hop by hop over held-out entities
+    copies out of its rows (each next task's name, and the answer), each all right (teacher-forced;
+    :func:`heldout_hops`)."""
     rng = random.Random(f"{spec.seed}/gates")
     n = spec.gate_samples
     token_ids = _content_ids(tokenizer)
@@ -409,7 +410,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     ]
     heldout_pages = dataclasses.replace(pages, train=pages.heldout)
     walks = [walk_sample(rng, tokenizer, heldout_pages) for _ in range(n)]
-    ends = [walk_sample(rng, tokenizer, heldout_pages, score=("ends",), serial=False) for _ in range(n)]
+    ends = [walk_sample(rng, tokenizer, heldout_pages, score=("ends",)) for _ in range(n)]
     rows = heldout_rows(pages, tokenizer, 0, n, spec.max_pages)
     hops = heldout_hops(pages, tokenizer, 0, n)
     pad = tokenizer.pad_token_id

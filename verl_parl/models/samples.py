@@ -265,9 +265,11 @@ def walk_sample(
     it (a serial plan) or not (one parallel turn; ``serial`` None draws either, half and half).
 
     ``score`` says where the loss is: ``names``, the names the tasks hand out (the next name after the one
-    handed out last, which a copy of the last task alone gets wrong); ``ends``, in a parallel turn, each
-    decision to go on (the next task's first token) or to stop (the end of turn after the last listed name,
-    where a model that cannot tell the list is done hands out its last name again and again)."""
+    handed out last, which a copy of the last task alone gets wrong); ``ends``, where a list ends: in a
+    parallel turn each decision to go on (the next task's first token) or to stop (the end of turn after
+    the last listed name, where a model that cannot tell the list is done hands out its last name again
+    and again); after a serial plan, an answer table that copies the rows brought back, in order, and
+    ends after the last (where such a model writes rows again)."""
     from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES, table_question
 
     unknown = set(score) - set(WALK_SCORES)
@@ -283,19 +285,27 @@ def walk_sample(
     wanted, header = _row_task(noun, attrs)
     drawn = rng.random() < 0.5
     serial = drawn if serial is None else serial
-    ends = "ends" in score and not serial
+    ends = "ends" in score
     name_loss = int("names" in score)
     ids = list(_encode(tokenizer, table_question(noun, names, attrs, rng) + "\n"))  # the cached list stays intact
     mask = [0] * len(ids)
+    rows = []
     for i, name in enumerate(names):
         before, named = _encode(tokenizer, f"Find {wanted} of"), _encode(tokenizer, f" {name}")
         after = f". Reply with one table row: {header}\n"
         if serial:
-            after += "| " + " | ".join([name, *(_value(rng, rng.choice(_FACT_KEYS)) for _ in attrs)]) + " |\n"
+            rows.append("| " + " | ".join([name, *(_value(rng, rng.choice(_FACT_KEYS)) for _ in attrs)]) + " |\n")
+            after += rows[-1]
         tail = _encode(tokenizer, after)
         ids += before + named + tail
-        go_on = int(ends and i > 0)  # the first task follows the question, not a decision
+        go_on = int(ends and not serial and i > 0)  # the first task follows the question, not a decision
         mask += [go_on] + [0] * (len(before) - 1) + [name_loss] * len(named) + [0] * len(tail)
+    if ends and serial:  # the answer: the rows the tasks brought back, in order, and nothing after them
+        head = _encode(tokenizer, f"Answer:\n{header}\n|{'---|' * (len(attrs) + 1)}\n")
+        ids, mask = ids + head, mask + [0] * len(head)
+        for row in rows:
+            copied = _encode(tokenizer, row)
+            ids, mask = ids + copied, mask + [1] * len(copied)
     if ends:
         ids.append(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
         mask.append(1)
