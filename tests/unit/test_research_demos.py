@@ -11,6 +11,7 @@ from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT
 from verl_parl.tasks.research import dataset
 from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
+from verl_parl.tasks.research.tasks import CHAINS
 
 pytest.importorskip("verl_parl_search")
 
@@ -256,10 +257,10 @@ def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyP
     assert len(hops) >= 3
     for demo in hops:
         check_demo(demo)
-        assert demo.meta["task_type"] in demos._HOP_COLUMNS
+        assert demo.meta["task_type"] in CHAINS
         turns = [m for m in demo.messages if m["role"] == "assistant" and m.get("tool_calls")]
         prompts = [c["arguments"]["prompt"] for t in turns for c in _calls(t) if c["name"] == ASSIGN_TASK]
-        assert len(turns) == len(prompts) == len(demos._HOP_COLUMNS[demo.meta["task_type"]])  # one hop a turn
+        assert len(turns) == len(prompts) == len(CHAINS[demo.meta["task_type"]])  # one hop a turn
         replies = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("|")]
         assert len(replies) == len(prompts)
         first = re.match(r"Find .* of (.+)\. Reply with one table row: \| (city|country) \| .+ \|$", prompts[0])

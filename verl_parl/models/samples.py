@@ -312,14 +312,6 @@ def walk_sample(
     return Sample("walk", ids, mask)
 
 
-_HOP_CHAINS = (  # the suite's chains (tasks.py): the sampler of their questions and each page's (kind, column)
-    ("capital_population", (("country", "capital"), ("city", "population"))),
-    ("city_country_capital", (("city", "country"), ("country", "capital"))),
-    ("city_country_currency", (("city", "country"), ("country", "currency code"))),
-    ("city_capital_population", (("city", "country"), ("country", "capital"), ("city", "population"))),
-)
-
-
 def _hop_cell(rng: random.Random, pool: Any, column: str) -> str:
     """A made-up value for ``column``: a name of ``pool`` (or a made-up one) where the next hop looks it up."""
     if column == "population":
@@ -340,10 +332,7 @@ def hop_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pool: Any
     also quoted each row once more, the loss on the quote: it taught the cold start to repeat rows, and its
     wide tasks ran into loops.)"""
     from verl_parl.tasks.research import tasks as tasks_mod
-    from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES
-
-    attributes = {"country": {a.column: a for a in COUNTRY_ATTRIBUTES}, "city": {a.column: a for a in CITY_ATTRIBUTES}}
-    type_name, hops = rng.choice(_HOP_CHAINS)
+    type_name, hops = rng.choice(tuple(tasks_mod.CHAINS.items()))
     sampler = getattr(tasks_mod, type_name)(world, pool)
     assert sampler is not None, f"no {type_name} task over this pool"
     task = sampler(rng)
@@ -352,7 +341,7 @@ def hop_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pool: Any
     mask = [0] * len(ids)
     for index, (kind, column) in enumerate(hops):
         cell = _hop_cell(rng, pool, column)
-        wanted, header = _row_task(kind, [attributes[kind][column]])
+        wanted, header = _row_task(kind, [tasks_mod.ATTRIBUTES[kind][column]])
         before, named = _encode(tokenizer, f"Find {wanted} of"), _encode(tokenizer, f" {name}")
         after = _encode(tokenizer, f". Reply with one table row: {header}\n{header}\n")
         row = _encode(tokenizer, f"| {name} | {cell} |\n")

@@ -41,6 +41,8 @@ from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOO
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import dataset, source
 from verl_parl.tasks.research.tasks import (
+    ATTRIBUTES,
+    CHAINS,
     CITY_ATTRIBUTES,
     COUNTRY_ATTRIBUTES,
     DEEP,
@@ -97,7 +99,7 @@ shipped cold start learnt). Tried once (seed 0; docs/cpu.md): the swarm's deep i
 tasks stayed 0 (the orchestrator's deep assignments broke down before any subagent read a page), the single
 agent's went 0.031 -> 0.047, row lookups 57% of values right (59%): not shipped."""
 DEEP_HOPS = True
-"""Whether the orchestrator follows a chain (a deep task of :data:`_HOP_COLUMNS`) one page at a time: one
+"""Whether the orchestrator follows a chain (a deep task of ``tasks.CHAINS``) one page at a time: one
 ``assign_task`` per hop, each a one-column row lookup (``Find the country of Lyon. Reply with one table row:
 | city | country |``) naming the entity the previous hop's row returned (``| Lyon | France |``, then ``Find
 the capital of France ...``), and the last row's cell as the answer. When on, the subagent's ``deep`` part
@@ -106,12 +108,6 @@ itself. On since the reader is pretrained on chains (``hop_share`` in :mod:`verl
 greedy, on 256 held-out suite tasks, the swarm's item-F1 is 0.187 (deep 0.026, wide 0.240) against 0.150
 (deep 0, wide 0.199) before. Quoting each row again above the next call, tried too, taught the reader to
 repeat rows (docs/cpu.md)."""
-_HOP_COLUMNS = {  # chain types: the column each page of the chain gives, page after page
-    "capital_population": ("capital", "population"),
-    "city_country_capital": ("country", "capital"),
-    "city_country_currency": ("country", "currency code"),
-    "city_capital_population": ("country", "capital", "population"),
-}
 _POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
     "capital_population": _POPULATION_WORDS,
@@ -120,7 +116,6 @@ _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: wor
     "city_country_currency": ("currency",),
 }
 _PHRASES = {a.column: a.phrase for a in (*COUNTRY_ATTRIBUTES, *CITY_ATTRIBUTES)}
-_ATTRIBUTES = {"country": {a.column: a for a in COUNTRY_ATTRIBUTES}, "city": {a.column: a for a in CITY_ATTRIBUTES}}
 _PAIRED_TYPES = ("common_neighbour", "larger_capital")  # their pages are looked up two at a time
 _MAX_DRAWS = 200
 WIDE_MIN, WIDE_MAX = 2, 4  # entities per wide demonstration (the default run's suite asks for as many)
@@ -264,16 +259,15 @@ class _Hop:
 
 
 def _chain(task: Task, dw: DemoWorld) -> list[_Hop] | None:
-    """The hops of ``task`` when :data:`DEEP_HOPS` is on and it is a chain (a type of :data:`_HOP_COLUMNS`); None
+    """The hops of ``task`` when :data:`DEEP_HOPS` is on and it is a chain (a type of ``tasks.CHAINS``); None
     otherwise, or when a hop's cell is not the next page's title (a capital the country's page names otherwise
     than its city page) or the last is not the answer."""
-    if not DEEP_HOPS or task.type not in _HOP_COLUMNS:
+    if not DEEP_HOPS or task.type not in CHAINS:
         return None
     hops: list[_Hop] = []
-    for docid, column in zip(task.gold_docids, _HOP_COLUMNS[task.type], strict=True):
+    for docid, (kind, column) in zip(task.gold_docids, CHAINS[task.type], strict=True):
         entity = dw.world.entity(docid)
-        kind = "country" if isinstance(entity, source.Country) else "city"
-        value = _ATTRIBUTES[kind][column].value(dw.world, entity)
+        value = ATTRIBUTES[kind][column].value(dw.world, entity)
         name = dw.title(docid)
         if value is None or (hops and hops[-1].cell != name):
             return None

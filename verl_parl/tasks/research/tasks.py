@@ -120,6 +120,20 @@ CITY_ATTRIBUTES = (
     _city_attr("latitude", "number", "the latitude", lambda w, c: f"{c.latitude:.2f}"),
     _city_attr("longitude", "number", "the longitude", lambda w, c: f"{c.longitude:.2f}"),
 )
+ATTRIBUTES: dict[str, dict[str, Attribute]] = {
+    "country": {a.column: a for a in COUNTRY_ATTRIBUTES},
+    "city": {a.column: a for a in CITY_ATTRIBUTES},
+}
+"""Every attribute by page kind and column: ``ATTRIBUTES["city"]["country"]``."""
+CHAINS: dict[str, tuple[tuple[str, str], ...]] = {
+    "capital_population": (("country", "capital"), ("city", "population")),
+    "city_country_capital": (("city", "country"), ("country", "capital")),
+    "city_country_currency": (("city", "country"), ("country", "currency code")),
+    "city_capital_population": (("city", "country"), ("country", "capital"), ("city", "population")),
+}
+"""The deep task types that are chains: page after page, the page's kind and the column it gives, which
+names the next page (the last one's is the answer). Followed one page at a time by the orchestrator's
+demonstrations (``DEEP_HOPS``) and by the reader's pretraining (``hop_sample``)."""
 NEIGHBOUR_ATTRIBUTES = tuple(
     a for a in COUNTRY_ATTRIBUTES if a.column in ("capital", "population", "currency code", "area (km2)")
 )
