@@ -96,6 +96,7 @@ def test_only_orchestrator_tokens_are_trainable(trainer_config: DictConfig, mode
     assert extra["parl_critical_steps"] == (1 + 1) + 1  # the two one-step subagents overlapped
     assert extra["parl_total_steps"] == (1 + 2) + 1
     assert extra["parl_budget_exhausted"] is False
+    assert extra["parl_answered"] is True  # the second turn called no tool
     trace = json.loads((Path(trainer_config.parl.output_dir) / "traces" / "swarm.jsonl").read_text().splitlines()[-1])
     assert [t["turn"] for t in trace["orchestrator"]] == [1, 2]
     calls = trace["stages"][0]["calls"]
@@ -111,6 +112,18 @@ def test_budget_forces_a_final_answer_turn(trainer_config: DictConfig, model_pat
         [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == 0]
     )
     assert "critical-step budget is exhausted" in observed
+
+
+def test_an_episode_cut_before_its_answer_is_not_answered(trainer_config: DictConfig, model_path: Path) -> None:
+    output, policy = run_episode(swarm_config(trainer_config, max_orchestrator_steps=1), model_path)
+    assert len(policy.orchestrator_outputs) == 1  # the subagents ran, the answer turn never came
+    assert output.extra_fields["parl_num_assigned"] == 2
+    assert output.extra_fields["parl_answered"] is False
+    cut = swarm_config(trainer_config)
+    with open_dict(cut):  # the first turn (create and two assigns) is longer than the response limit
+        cut.actor_rollout_ref.rollout.response_length = len(policy.orchestrator_outputs[0]) - 1
+    output, _ = run_episode(cut, model_path)
+    assert output.extra_fields["parl_answered"] is False and output.extra_fields["parl_num_assigned"] == 0
 
 
 @pytest.mark.parametrize("mode", ["external"])

@@ -148,6 +148,21 @@ def test_a_repeated_assignment_is_spurious() -> None:
     assert useful_runs(retry, WIDE, 0.5) == [False, True]
 
 
+def test_an_episode_without_an_answer_earns_no_credit_when_guarded() -> None:
+    runs = [run(0, 4, "Find the capital of Germany."), run(0, 4, "Find the capital of Bosnia and Herzegovina.")]
+    stats = EpisodeStats(num_assigned=2, num_finished=2, stage_sub_steps=((4, 4), ()))
+    answered, fraction = credit_episode(stats, runs, WIDE, guarded=True, min_overlap=0.5, answered=True)
+    cut, cut_fraction = credit_episode(stats, runs, WIDE, guarded=True, min_overlap=0.5, answered=False)
+    unknown, _ = credit_episode(stats, runs, WIDE, guarded=True, min_overlap=0.5)
+    paper, _ = credit_episode(stats, runs, WIDE, guarded=False, min_overlap=0.5, answered=False)
+    assert fraction == cut_fraction == 0.0  # both assignments were useful: the answer is what is missing
+    a, c = (parl_terms(s, 0.0, form="paper", lambda1=1.0, lambda2=1.0) for s in (answered, cut))
+    assert (a.r_parallel, a.r_finish) == pytest.approx((4 / 10, 1.0))  # saved 4 of (1 + 8) + 1
+    assert (c.r_parallel, c.r_finish) == (0.0, 0.0) and c.reward == 0.0
+    assert unknown == answered  # a loop that does not report answers keeps the credit
+    assert paper == stats  # the paper's form credits every assignment
+
+
 DEEP = task_terms("2138551", {}, "What is the population of the capital of the country where Lyon is located?")
 HOP_1 = "Find the country of Lyon. Reply with one table row: | city | country |"
 HOP_2 = "Find the capital of France. Reply with one table row: | country | capital |"

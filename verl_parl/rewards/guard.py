@@ -20,7 +20,9 @@ code." names ``french guiana`` only; a prompt names it when its words contain ``
 ``spurious_fraction = n_spurious / n_assigned``, 0 when nothing was assigned. In the ``guarded``
 credit mode (:func:`credited_stats`) spurious assignments earn nothing: they leave the numerators of
 the PARL terms (the steps a stage took off the critical path, the ``capped`` count, the finished
-count) and stay in the denominators (total work, assigned count).
+count) and stay in the denominators (total work, assigned count). An episode that ends without an
+answer (cut by the response or turn limit; ``parl_answered`` false) earns no credit in this mode for
+any assignment, useful or not: nothing used what they found.
 """
 
 from __future__ import annotations
@@ -224,16 +226,27 @@ def credited_stats(stats: EpisodeStats, runs: Sequence[SubagentRun], useful: Seq
 
 
 def credit_episode(
-    stats: EpisodeStats, runs: Sequence[SubagentRun] | None, task: TaskTerms, *, guarded: bool, min_overlap: float
+    stats: EpisodeStats,
+    runs: Sequence[SubagentRun] | None,
+    task: TaskTerms,
+    *,
+    guarded: bool,
+    min_overlap: float,
+    answered: bool | None = None,
 ) -> tuple[EpisodeStats, float | None]:
     """The stats the PARL terms are computed from (credited when ``guarded``) and the spurious fraction.
 
     ``runs`` None (the episode lists no assignments): nothing can be judged, so ``stats`` are kept and
-    the fraction is 0 if nothing was assigned, else None (unknown)."""
+    the fraction is 0 if nothing was assigned, else None (unknown). ``answered`` False (the episode ended
+    without an answer: cut by the response limit or the turn limit), guarded: no assignment is credited,
+    however useful, since nothing used what it found; None: unknown, credited as answered."""
     if runs is None:
         return stats, (0.0 if stats.num_assigned == 0 else None)
     useful = useful_runs(runs, task, min_overlap)
-    return (credited_stats(stats, runs, useful) if guarded else stats), spurious_fraction(useful)
+    if not guarded:
+        return stats, spurious_fraction(useful)
+    credited = [ok and answered is not False for ok in useful]
+    return credited_stats(stats, runs, credited), spurious_fraction(useful)
 
 
 def useful_runs(runs: Sequence[SubagentRun], task: TaskTerms, min_overlap: float) -> list[bool]:

@@ -82,7 +82,15 @@ def credited(
     stats = EpisodeStats.from_extra_fields(extra)
     runs = subagent_runs(extra)
     task = task_of(non_tensor) if runs else TaskTerms()
-    return credit_episode(stats, runs, task, guarded=cfg.credit.mode == "guarded", min_overlap=cfg.credit.min_overlap)
+    answered = extra.get("parl_answered")
+    return credit_episode(
+        stats,
+        runs,
+        task,
+        guarded=cfg.credit.mode == "guarded",
+        min_overlap=cfg.credit.min_overlap,
+        answered=None if answered is None else bool(answered),
+    )
 
 
 class ParlRewardManager(RewardManagerBase):

@@ -97,13 +97,16 @@ class EpisodeAccounting:
     serial_fraction: float
     stage_sub_steps: list[list[int]] = field(default_factory=list)
     budget_exhausted: bool = False
+    answered: bool = False  # ended with a generation without tool calls, within the response limit
     subagents: list[dict[str, Any]] = field(default_factory=list)  # per assignment: stage, steps, prompt, result
 
     def to_extra_fields(self) -> dict[str, Any]:
         return {f"parl_{key}": value for key, value in self.__dict__.items()}
 
 
-def account(stages: list[Stage], *, num_created: int, budget_exhausted: bool = False) -> EpisodeAccounting:
+def account(
+    stages: list[Stage], *, num_created: int, budget_exhausted: bool = False, answered: bool = False
+) -> EpisodeAccounting:
     """All accounting fields of an episode from its stages."""
     subagents = [sub for stage in stages for sub in stage.subagents]
     return EpisodeAccounting(
@@ -117,6 +120,7 @@ def account(stages: list[Stage], *, num_created: int, budget_exhausted: bool = F
         serial_fraction=serial_fraction(stages),
         stage_sub_steps=[list(s.sub_steps) for s in stages],
         budget_exhausted=budget_exhausted,
+        answered=answered,
         subagents=[
             {"stage": t, **{k: getattr(sub, k) for k in ("steps", "tool_calls", "returned", "prompt", "result")}}
             for t, stage in enumerate(stages)

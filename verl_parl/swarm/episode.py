@@ -61,6 +61,7 @@ class SwarmEpisode:
     stages: list[Stage] = field(default_factory=list)
     results: list[SubagentResult] = field(default_factory=list)
     budget_exhausted: bool = False
+    answered: bool = False  # the last generation was an answer (no tool calls, not cut by the response limit)
     log: list[dict[str, Any]] = field(default_factory=list)  # per stage: calls, observations, timing
     _direct_box: ToolBox | None = field(default=None, init=False, repr=False)
     hooks: Any = None  # pluggy hook relay: verl_parl_subagent_start / _finish
@@ -84,15 +85,19 @@ class SwarmEpisode:
         budget = self.limits.critical_steps_budget
         return budget is None or critical_steps(self.stages) < budget
 
-    def record_final_turn(self) -> None:
+    def record_final_turn(self, answered: bool = True) -> None:
         """The orchestrator's last generation, when its calls are not run (an answer, the budget's forced
-        turn, or a full response), is a stage of its own (one main step). Not called when the episode
-        ends right after a :meth:`run_turn` (``max_orchestrator_steps``, a full context): no generation
-        followed, so there is no stage to count."""
+        turn, or a full response), is a stage of its own (one main step); ``answered``: it was an answer
+        (no tool calls, ended before the response limit). Not called when the episode ends right after a
+        :meth:`run_turn` (``max_orchestrator_steps``, a full context): no generation followed, so there is
+        no stage to count, and no answer."""
         self.stages.append(Stage(main_steps=1))
+        self.answered = answered
 
     def accounting(self) -> EpisodeAccounting:
-        return account(self.stages, num_created=len(self.agents), budget_exhausted=self.budget_exhausted)
+        return account(
+            self.stages, num_created=len(self.agents), budget_exhausted=self.budget_exhausted, answered=self.answered
+        )
 
     async def run_turn(self, calls: list[ToolCall | CallError]) -> list[str]:
         """Execute one turn's calls; returns one observation per call, in call order."""

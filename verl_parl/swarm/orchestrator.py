@@ -104,8 +104,9 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
                 episode.budget_exhausted = True
                 await self._append(state, [{"role": "user", "content": BUDGET_MESSAGE}], tools)
             calls = await self._turn(state, sampling_params, stage=len(episode.stages))
-            if not calls or final or self._room(state) <= 0:
-                episode.record_final_turn()  # a generation whose calls (if any) are not run: a stage of its own
+            room = self._room(state)
+            if not calls or final or room <= 0:
+                episode.record_final_turn(answered=not calls and room > 0)  # calls (if any) are not run
                 break
             observations = await self._dispatch(state, episode, calls)
             await self._append(state, tool_messages(observations), tools)
