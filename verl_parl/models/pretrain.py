@@ -212,7 +212,6 @@ READER_PRETRAIN = PretrainSpec(
     warmup_steps=0,
     row_share=0.3,
     walk_share=0.2,
-    walk_ends=True,
     hop_share=0.25,
 )
 """The reader the research task's cold start starts from: :class:`PretrainSpec`'s 2-layer checkpoint grown
