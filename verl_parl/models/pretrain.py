@@ -137,7 +137,7 @@ class PretrainSpec:
     row_share: float = 0.0  # share of page samples answered with table rows instead of questions
     task_first: float = 0.0  # share of page samples written as a subagent sees them: one task, hits, answer
     walk_share: float = 0.0  # share of page samples replaced by list walks (walk_sample: the next name)
-    walk_ends: bool = False  # the walks' loss also on where a parallel turn goes on or ends (walk_sample)
+    walk_ends: bool = False  # the walks' loss also on where their list ends (walk_sample's "ends")
     hop_share: float = 0.0  # share of page samples replaced by chains followed hop by hop (hop_sample)
     seed: int = 0  # the curriculum's draws and the suite's split of training and held-out entities
     stream: int = 0  # another draw of the curriculum's samples (same split): a stage continuing another

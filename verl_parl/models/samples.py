@@ -248,7 +248,8 @@ def page_sample(
 
 
 WALK_SCORES = ("names", "ends")
-"""What a list walk's loss can be on: the names its tasks hand out, and where a parallel turn ends."""
+"""What a list walk's loss can be on: the names its tasks hand out, and where the list ends (a parallel turn's
+end, a serial plan's answer table)."""
 
 
 def walk_sample(
@@ -283,7 +284,7 @@ def walk_sample(
     chosen = sorted(rng.sample(range(len(attributes)), rng.randint(1, 3)))
     attrs = tuple(attributes[i] for i in chosen)
     wanted, header = _row_task(noun, attrs)
-    drawn = rng.random() < 0.5
+    drawn = rng.random() < 0.5  # drawn either way, so a given ``serial`` leaves the rest of the stream as it was
     serial = drawn if serial is None else serial
     ends = "ends" in score
     name_loss = int("names" in score)
@@ -332,6 +333,7 @@ def hop_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pool: Any
     also quoted each row once more, the loss on the quote: it taught the cold start to repeat rows, and its
     wide tasks ran into loops.)"""
     from verl_parl.tasks.research import tasks as tasks_mod
+
     type_name, hops = rng.choice(tuple(tasks_mod.CHAINS.items()))
     sampler = getattr(tasks_mod, type_name)(world, pool)
     assert sampler is not None, f"no {type_name} task over this pool"
