@@ -12,6 +12,7 @@ from verl_parl.rewards.table import (
     Table,
     TableSpec,
     map_columns,
+    markdown_rule,
     parse_date,
     parse_markdown_table,
     read_csv_table,
@@ -34,6 +35,12 @@ def test_parse_markdown_table() -> None:
     table, notes = parse_markdown_table("| a | b |\n|:--|--:|\n| 1 | 2 |\n")
     assert table == Table(("a", "b"), (("1", "2"),))
     assert notes == []
+
+
+def test_markdown_rule_spans_the_header() -> None:
+    assert markdown_rule(3) == "|---|---|---|"
+    table, _ = parse_markdown_table(f"| a | b | c |\n{markdown_rule(3)}\n| 1 | 2 | 3 |")
+    assert table == Table(("a", "b", "c"), (("1", "2", "3"),))
 
 
 def test_perfect_answer_succeeds() -> None:

@@ -26,13 +26,16 @@ from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
 from verl_parl.models.__main__ import main as cli_main
+from verl_parl.rewards.table import markdown_rule
 from verl_parl.models.tiny import (
     MARKER_NAME,
     MARKUP_TOKENS,
+    TABLE_WIDTHS,
     TinyModelSpec,
     build_tiny_model,
     default_cache_dir,
     is_complete_build,
+    train_tokenizer,
     training_corpus,
 )
 
@@ -228,6 +231,17 @@ def test_markup_tokens_are_single_ids_that_survive_decoding(tokenizer: PreTraine
         assert len(ids) == 1
         assert tokenizer.decode(ids, skip_special_tokens=True) == token
     assert tokenizer.decode(tokenizer.encode("<|im_end|>"), skip_special_tokens=True) == ""
+
+
+def test_rule_tokens_make_a_table_rule_line_one_token_and_keep_the_digest_when_off() -> None:
+    assert TinyModelSpec(rule_tokens=False).digest() == TinyModelSpec().digest() != TinyModelSpec(rule_tokens=True).digest()
+    with_rules, without = train_tokenizer(TinyModelSpec(rule_tokens=True)), train_tokenizer(TinyModelSpec())
+    for width in TABLE_WIDTHS:
+        answer = f"<answer>| country | capital |\n{markdown_rule(width)}\n| Peru | Lima |\n</answer>"
+        pieces = [with_rules.decode([i]) for i in with_rules.encode(answer)]
+        assert f"{markdown_rule(width)}\n" in pieces
+        assert with_rules.decode(with_rules.encode(answer)) == answer
+        assert len(without.encode(markdown_rule(width))) > width
 
 
 # ---------------------------------------------------------------------------------------- verl agent loop

@@ -15,6 +15,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from verl_parl.rewards.table import markdown_rule
 from verl_parl.tasks.research import corpus
 
 __all__ = [
@@ -302,7 +303,7 @@ def walk_sample(
         go_on = int(ends and not serial and i > 0)  # the first task follows the question, not a decision
         mask += [go_on] + [0] * (len(before) - 1) + [name_loss] * len(named) + [0] * len(tail)
     if ends and serial:  # the answer: the rows the tasks brought back, in order, and nothing after them
-        head = _encode(tokenizer, f"Answer:\n{header}\n|{'---|' * (len(attrs) + 1)}\n")
+        head = _encode(tokenizer, f"Answer:\n{header}\n{markdown_rule(len(attrs) + 1)}\n")
         ids, mask = ids + head, mask + [0] * len(head)
         for row in rows:
             copied = _encode(tokenizer, row)

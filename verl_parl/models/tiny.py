@@ -183,7 +183,9 @@ class TinyModelSpec:
     """Shape of the tiny model; equal specs share one cache folder (see :meth:`digest`).
 
     ``vocab_size`` counts every token id: the 256 byte tokens, the BPE merges learnt from the built-in
-    text, and the 3 control + 6 markup tokens. It is also the model's embedding size.
+    text, and the 3 control + 6 markup tokens. It is also the model's embedding size. ``rule_tokens`` also
+    feeds the tokenizer the rule line of a markdown table of each of :data:`TABLE_WIDTHS`, so that each is one
+    token (measured, off: docs/cpu.md, "Where a table's rule ends").
     """
 
     vocab_size: int = 2048
@@ -194,6 +196,7 @@ class TinyModelSpec:
     intermediate_size: int = 128
     max_position_embeddings: int = 4096
     seed: int = 0
+    rule_tokens: bool = False
 
     def __post_init__(self) -> None:
         errors = [f"{f.name}={getattr(self, f.name)} must be positive" for f in _positive_fields(self)]
@@ -207,8 +210,10 @@ class TinyModelSpec:
             raise ValueError("invalid TinyModelSpec: " + "; ".join(errors))
 
     def digest(self) -> str:
-        """16 hex digits naming this spec built by this ``BUILDER_VERSION``."""
-        payload = json.dumps({"builder_version": BUILDER_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
+        """16 hex digits naming this spec built by this ``BUILDER_VERSION`` (``rule_tokens`` only when on, so
+        that older digests stay)."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "rule_tokens" or v}
+        payload = json.dumps({"builder_version": BUILDER_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     @property
@@ -220,7 +225,7 @@ _MIN_VOCAB = 256 + len(SPECIAL_TOKENS) + len(MARKUP_TOKENS) + 64
 
 
 def _positive_fields(spec: TinyModelSpec) -> list[dataclasses.Field[Any]]:
-    return [f for f in dataclasses.fields(spec) if f.name != "seed" and getattr(spec, f.name) <= 0]
+    return [f for f in dataclasses.fields(spec) if f.name not in ("seed", "rule_tokens") and getattr(spec, f.name) <= 0]
 
 
 def default_cache_dir() -> Path:
@@ -350,7 +355,7 @@ def train_tokenizer(spec: TinyModelSpec, *, progress: bool = False) -> PreTraine
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=progress,
     )
-    corpus = training_corpus(spec.seed, num_docs=_corpus_docs(spec.vocab_size)) + task_texts(spec.seed)
+    corpus = training_corpus(spec.seed, num_docs=_corpus_docs(spec.vocab_size)) + task_texts(spec.seed, rules=spec.rule_tokens)
     tokenizer.train_from_iterator(_split_on_added_tokens(corpus), trainer=trainer)
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
     if tokenizer.get_vocab_size() < spec.vocab_size:
@@ -421,11 +426,19 @@ def training_corpus(seed: int, num_docs: int) -> list[str]:
     return [rng.choice(makers)(rng) for _ in range(num_docs)]
 
 
-def task_texts(seed: int, prompt_copies: int = 20) -> list[str]:
+TABLE_WIDTHS = range(2, 7)
+"""Column counts whose markdown rule line (``|---|---|\\n``) a ``rule_tokens`` tokenizer learns as one token."""
+
+
+def task_texts(seed: int, prompt_copies: int = 20, *, rules: bool = False) -> list[str]:
     """Text of the built-in tasks, so that the tokenizer spends merges on what every episode repeats:
     the research suite's pages as the search tool shows them (place names, the pages' wording), and
     the built-in system prompts and orchestrator tool schemas (``prompt_copies`` times each, weighted like
-    frequent text). With them a research page costs about half the tokens (182 instead of 338)."""
+    frequent text). With them a research page costs about half the tokens (182 instead of 338). With
+    ``rules``, also the rule line of a markdown table of each of :data:`TABLE_WIDTHS`, ``20 * prompt_copies``
+    times each, so that each merges into one token (13 to 25 tokens otherwise: a tiny model writing ``-`` and
+    ``|`` one at a time loses count and runs past the header's width)."""
+    from verl_parl.rewards.table import markdown_rule
     from verl_parl.swarm.calls import ORCHESTRATOR_TOOL_SCHEMAS
     from verl_parl.tasks import arithmetic
     from verl_parl.tasks.research import corpus, dataset, source
@@ -437,7 +450,8 @@ def task_texts(seed: int, prompt_copies: int = 20) -> list[str]:
     ]
     prompts = [*dataset.SYSTEM_PROMPTS.values(), *arithmetic.SYSTEM_PROMPTS.values()]
     prompts += [json.dumps(schema, ensure_ascii=False) for schema in ORCHESTRATOR_TOOL_SCHEMAS]
-    return pages + prompts * prompt_copies
+    lines = [f"{markdown_rule(width)}\n" for width in TABLE_WIDTHS] if rules else []
+    return pages + prompts * prompt_copies + lines * (prompt_copies * 20)
 
 
 def _pseudo_word(rng: random.Random) -> str:

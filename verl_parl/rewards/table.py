@@ -82,6 +82,11 @@ class TableError(ValueError):
 _SEPARATOR = re.compile(r"^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?$")
 
 
+def markdown_rule(width: int) -> str:
+    """The separator line under a header of ``width`` columns, as every table we write has it: ``|---|---|``."""
+    return "|" + "---|" * width
+
+
 def _split_row(line: str) -> list[str]:
     body = line.strip()
     body = body[1:] if body.startswith("|") else body

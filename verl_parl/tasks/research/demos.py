@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_parl.models.demos import Demo, Message, call
+from verl_parl.rewards.table import markdown_rule
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import dataset, source
@@ -229,8 +230,7 @@ def _row_reply(columns: tuple[str, ...], row: str) -> str:
 
 
 def _table(task: Task, rows: list[str]) -> str:
-    rule = "|" + "|".join("---" for _ in task.columns) + "|"
-    return "\n".join([_header(task.columns), rule, *rows])
+    return "\n".join([_header(task.columns), markdown_rule(len(task.columns)), *rows])
 
 
 def _row_prompt(task: Task, index: int) -> str:
