@@ -32,10 +32,12 @@ class ScriptedPolicy:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.orchestrator_outputs: list[list[int]] = []
+        self.temperatures: dict[str, list[float]] = {"orchestrator": [], "subagent": []}
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict, request_id: str) -> TokenOutput:
         prompt = self.tokenizer.decode(prompt_ids)
         is_subagent = prompt.startswith(f"<|im_start|>system\n{SUBAGENT_PROMPT}")
+        self.temperatures["subagent" if is_subagent else "orchestrator"].append(sampling_params["temperature"])
         if is_subagent:
             text = "sub answer: " + prompt.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
         elif "<tool_response>" not in prompt:
@@ -56,12 +58,14 @@ def masked(output: Any, mask: int) -> list[int]:
     return [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == mask]
 
 
-def swarm_config(cfg: DictConfig, traces: dict[str, Any] | None = None, **swarm: Any) -> DictConfig:
+def swarm_config(
+    cfg: DictConfig, traces: dict[str, Any] | None = None, subagent: dict[str, Any] | None = None, **swarm: Any
+) -> DictConfig:
     cfg = cfg.copy()
     with open_dict(cfg):
         cfg.parl.swarm = OmegaConf.create(swarm)
         cfg.parl.traces = OmegaConf.create(traces or {"train_fraction": 0.0})
-        cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
+        cfg.parl.subagent = OmegaConf.create({"mode": "shared", **(subagent or {})})
         cfg.actor_rollout_ref.rollout.response_length = 1024  # room for the whole episode
     return cfg
 
@@ -124,6 +128,14 @@ def test_an_episode_cut_before_its_answer_is_not_answered(trainer_config: DictCo
         cut.actor_rollout_ref.rollout.response_length = len(policy.orchestrator_outputs[0]) - 1
     output, _ = run_episode(cut, model_path)
     assert output.extra_fields["parl_answered"] is False and output.extra_fields["parl_num_assigned"] == 0
+
+
+@pytest.mark.parametrize(("temperature", "subagents"), [(None, 1.0), (0.0, 0.0), (0.5, 0.5)])
+def test_subagents_sample_at_their_own_temperature_when_set(
+    trainer_config: DictConfig, model_path: Path, temperature: float | None, subagents: float
+) -> None:
+    _, policy = run_episode(swarm_config(trainer_config, subagent={"temperature": temperature}), model_path)
+    assert policy.temperatures == {"orchestrator": [1.0, 1.0], "subagent": [subagents, subagents]}
 
 
 @pytest.mark.parametrize("mode", ["external"])

@@ -39,6 +39,14 @@ def test_unknown_engine_names_the_key_with_a_hint() -> None:
     assert "did you mean 'vllm'" in str(exc.value)
 
 
+def test_subagent_temperature_overrides_the_policys_sampling_when_set() -> None:
+    policy = {"temperature": 1.0, "top_p": 1.0, "logprobs": True}
+    assert _serving().sampling(policy) == {"temperature": 1.0, "top_p": 1.0, "logprobs": False}
+    assert _serving(temperature=0).sampling(policy) == {"temperature": 0, "top_p": 1.0, "logprobs": False}
+    with pytest.raises(ConfigError, match=r"parl.subagent.temperature: must be >= 0"):
+        _serving(temperature=-0.5)
+
+
 def test_engine_is_ignored_outside_dedicated_mode() -> None:
     assert _serving(mode="shared", engine="trtllm").engine == "trtllm"
 

@@ -26,6 +26,8 @@ class SubagentServing:
     times when their process dies, each computing with ``num_threads`` torch threads; ``vllm``/``sglang``:
     verl rollout replicas owned by the ``parl_frozen_group`` actor; None: the policy's rollout name); ``external``: an
     OpenAI-compatible endpoint (``base_url``, ``model``); ``shared``: the live policy server (an ablation: NOT frozen).
+    ``temperature`` is the subagents' sampling temperature in training and validation alike (0: greedy); None
+    samples them as the policy is sampled (verl's rollout settings in training, ``val_kwargs`` in validation).
     """
 
     mode: str = "dedicated"
@@ -37,8 +39,11 @@ class SubagentServing:
     num_threads: int = 1
     base_url: str | None = None
     model: str | None = None
+    temperature: float | None = None
 
     def __post_init__(self) -> None:
+        if self.temperature is not None and self.temperature < 0:
+            raise ValueError(f"parl.subagent.temperature: must be >= 0 or null, got {self.temperature}")
         if self.mode not in SUBAGENT_MODES:
             raise ValueError(f"parl.subagent.mode: {self.mode!r} is not one of {SUBAGENT_MODES}")
         if self.mode == "external" and not (self.base_url and self.model):
@@ -54,6 +59,11 @@ class SubagentServing:
                 f"parl.subagent.engine: {self.engine!r} is not one of {SUBAGENT_ENGINES}"
                 f"{did_you_mean(self.engine, SUBAGENT_ENGINES)}"
             )
+
+    def sampling(self, policy: dict[str, Any]) -> dict[str, Any]:
+        """The subagents' sampling parameters from the policy's: no log-probs (nothing trains on them), and
+        ``temperature`` when set."""
+        return {**policy, "logprobs": False, **({} if self.temperature is None else {"temperature": self.temperature})}
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             limits=self.settings.limits,
             subagent_tools=runtimes(self.subagent_tool_names, self.tool_settings),
             direct_tools=runtimes(self.direct_tool_names, self.tool_settings),
-            sampling_params={**sampling_params, "logprobs": False},
+            sampling_params=self.settings.subagent.sampling(sampling_params),
             hooks=self.hooks,
             context=SubagentContext(self.subagent_context, self.settings.subagent.max_model_len),
             origin=state.origin,
