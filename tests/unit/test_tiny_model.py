@@ -26,7 +26,6 @@ from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
 from verl_parl.models.__main__ import main as cli_main
-from verl_parl.rewards.table import markdown_rule
 from verl_parl.models.tiny import (
     MARKER_NAME,
     MARKUP_TOKENS,
@@ -38,6 +37,7 @@ from verl_parl.models.tiny import (
     train_tokenizer,
     training_corpus,
 )
+from verl_parl.rewards.table import markdown_rule
 
 SMALL = TinyModelSpec(
     vocab_size=512,
@@ -234,7 +234,8 @@ def test_markup_tokens_are_single_ids_that_survive_decoding(tokenizer: PreTraine
 
 
 def test_rule_tokens_make_a_table_rule_line_one_token_and_keep_the_digest_when_off() -> None:
-    assert TinyModelSpec(rule_tokens=False).digest() == TinyModelSpec().digest() != TinyModelSpec(rule_tokens=True).digest()
+    default = TinyModelSpec().digest()
+    assert TinyModelSpec(rule_tokens=False).digest() == default != TinyModelSpec(rule_tokens=True).digest()
     with_rules, without = train_tokenizer(TinyModelSpec(rule_tokens=True)), train_tokenizer(TinyModelSpec())
     for width in TABLE_WIDTHS:
         answer = f"<answer>| country | capital |\n{markdown_rule(width)}\n| Peru | Lima |\n</answer>"

@@ -355,7 +355,8 @@ def train_tokenizer(spec: TinyModelSpec, *, progress: bool = False) -> PreTraine
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=progress,
     )
-    corpus = training_corpus(spec.seed, num_docs=_corpus_docs(spec.vocab_size)) + task_texts(spec.seed, rules=spec.rule_tokens)
+    corpus = training_corpus(spec.seed, num_docs=_corpus_docs(spec.vocab_size))
+    corpus += task_texts(spec.seed, rules=spec.rule_tokens)
     tokenizer.train_from_iterator(_split_on_added_tokens(corpus), trainer=trainer)
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
     if tokenizer.get_vocab_size() < spec.vocab_size:
