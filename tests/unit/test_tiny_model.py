@@ -160,6 +160,13 @@ def test_cli_prints_the_cached_path(model_path: Path, cache_dir: Path, capsys: p
     assert capsys.readouterr().out.strip() == str(model_path)
 
 
+def test_cli_reads_a_boolean_spec_field_as_true_or_false(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["build", "--rule-tokens=maybe"])
+    assert exc.value.code == 2
+    assert "--rule-tokens: expected true or false, got 'maybe'" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------------- loading
 
 

@@ -33,10 +33,19 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(build)
     for field in dataclasses.fields(TinyModelSpec):
         flag = "--" + field.name.replace("_", "-")
-        build.add_argument(flag, type=int, default=field.default, help=f"default: {field.default}")
+        kind = _boolean if isinstance(field.default, bool) else int
+        build.add_argument(flag, type=kind, default=field.default, help=f"default: {field.default}")
     _add_pretrain(commands)
     _add_coldstart(commands)
     return parser
+
+
+def _boolean(text: str) -> bool:
+    """``true``/``false`` (also ``1``/``0``, ``yes``/``no``, any case) as a bool; argparse reports anything else."""
+    value = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
 
 
 def _add_common(command: argparse.ArgumentParser, *, shippable: bool = False) -> None:
