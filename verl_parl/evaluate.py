@@ -341,7 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--temperature",
         type=float,
         default=0.0,
-        help="sampling temperature of the policy and the subagents (default 0: greedy, as verl validates)",
+        help="sampling temperature of the policy and the subagents (default 0: greedy, as verl validates; "
+        "parl.subagent.temperature=T sets the subagents' apart)",
     )
     args, overrides = parser.parse_known_args(argv)
     for path, what in ((Path(args.model), "--model"), (args.data, "--data")):
