@@ -437,7 +437,7 @@ def task_texts(seed: int, prompt_copies: int = 20, *, rules: bool = False) -> li
     the built-in system prompts and orchestrator tool schemas (``prompt_copies`` times each, weighted like
     frequent text). With them a research page costs about half the tokens (182 instead of 338). With
     ``rules``, also the rule line of a markdown table of each of :data:`TABLE_WIDTHS`, ``20 * prompt_copies``
-    times each, so that each merges into one token (13 to 25 tokens otherwise: a tiny model writing ``-`` and
+    times each, so that each merges into one token (9 to 25 tokens otherwise: a tiny model writing ``-`` and
     ``|`` one at a time loses count and runs past the header's width)."""
     from verl_parl.rewards.table import markdown_rule
     from verl_parl.swarm.calls import ORCHESTRATOR_TOOL_SCHEMAS
