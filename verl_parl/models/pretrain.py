@@ -22,10 +22,9 @@ facts answered exactly) and ``heldout_lookup`` (share of questions about **held-
 pages, among other held-out hits, answered exactly, greedy; held-out entities are never in the
 training stream), ``heldout_walk``, ``heldout_walk_end``, ``heldout_row_cells`` and ``heldout_hop``
 (:func:`evaluate_gates`). The result is an ordinary HF checkpoint folder with the gates in its marker.
-The reader the research cold start
-(:mod:`verl_parl.models.coldstart`) starts from, :data:`READER_PRETRAIN`, is that 2-layer checkpoint grown
-to 4 layers (:func:`grown_model`: the new layers start as no-ops) and trained on: a 4-layer model trained
-from random weights did not form induction heads in the same budget.
+The reader the research cold start (:mod:`verl_parl.models.coldstart`) starts from, :data:`READER_PRETRAIN`,
+is that 2-layer checkpoint grown to 4 layers (:func:`grown_model`: the new layers start as no-ops) and
+trained on: a 4-layer model trained from random weights did not form induction heads in the same budget.
 
 Usage::
 
