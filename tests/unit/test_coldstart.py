@@ -29,6 +29,8 @@ from verl_parl.models.coldstart import (
     encode_demo,
     lr_at,
     masked_lm_loss,
+    span_ids,
+    unlikelihood_loss,
 )
 from verl_parl.models.coldstart_eval import first_turn_valid
 from verl_parl.models.demos import DEMO_SOURCES, Demo, DemoSources, check_demo, make_demos
@@ -208,6 +210,40 @@ def test_masked_lm_loss_by_hand() -> None:
     assert masked_lm_loss(logits, ids, torch.zeros_like(mask)) == 0
 
 
+def test_span_ids_number_the_kept_runs_of_each_row() -> None:
+    keep = torch.tensor([[False, True, True, False, True], [True, True, False, False, True]])
+    # row 0 ends kept and row 1 starts kept: two spans, not one
+    assert span_ids(keep).tolist() == [0, 0, 1, 2, 2, 3]
+
+
+def test_unlikelihood_loss_by_hand() -> None:
+    # two spans over vocab 3: targets [0, 1, 0] then [0]
+    logits = torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0], [0.0, 2.0, 0.0], [5.0, 0.0, 0.0]])
+    targets = torch.tensor([0, 1, 0, 0])
+    spans = torch.tensor([0, 0, 0, 1])
+    p = logits.softmax(-1)
+    # position 0: nothing written yet; 1: token 0 was written; 2: tokens 0 and 1, but 0 is the target;
+    # 3: a new span, so the 0s of the first do not count
+    expected = -(torch.log(1 - p[1, 0]) + torch.log(1 - p[2, 1])) / 4
+    assert torch.isclose(unlikelihood_loss(logits, targets, spans), expected)
+    assert unlikelihood_loss(logits, torch.tensor([0, 1, 2, 0]), torch.tensor([0, 1, 2, 3])) == 0
+
+
+def test_batch_loss_adds_the_weighted_unlikelihood_term(
+    tokenizer: PreTrainedTokenizerBase, demos: list[Demo], cache: Path
+) -> None:
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_model(SMALL, cache, progress=False), dtype=torch.float32)
+    batch = [encode_demo(tokenizer, d, PieceEncoder(tokenizer)) for d in demos if d.role == "orchestrator"][:2]
+    plain, _ = batch_loss(model, batch, tokenizer.pad_token_id)
+    weighted, _ = batch_loss(model, batch, tokenizer.pad_token_id, unlikelihood=0.5)
+    full = collate(batch, tokenizer.pad_token_id)
+    logits = model(input_ids=full["input_ids"], attention_mask=full["attention_mask"]).logits
+    keep = full["loss_mask"][:, 1:].bool()
+    term = unlikelihood_loss(logits[:, :-1][keep], full["input_ids"][:, 1:][keep], span_ids(keep))
+    assert term > 0  # an orchestrator's turns repeat tokens, and a random model gives them weight
+    assert torch.isclose(weighted, plain + 0.5 * term, atol=1e-5)
+
+
 def test_collate_right_pads() -> None:
     batch = collate([Example("a", [5, 6, 7], [0, 1, 1]), Example("a", [8], [1])], pad_id=0)
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0]]
@@ -265,6 +301,24 @@ def test_batches_follow_role_weights_and_stay_within_one_group() -> None:
     batches = _batches(examples, batch_size=2, steps=30, rng=random.Random(0), role_weights={"b": 2})
     assert sum(b[0].role == "b" for b in batches) == 20
     assert all(len({e.group for e in batch}) == 1 for batch in batches)
+
+
+def test_unlikelihood_weighs_demonstrations_not_rehearsal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verl_parl.models import coldstart
+
+    with pytest.raises(ValueError, match=r"unlikelihood=-1\.0 must not be negative"):
+        ColdStartSpec(unlikelihood=-1.0)
+    assert ColdStartSpec(unlikelihood=1.0).digest([]) != ColdStartSpec().digest([])
+    weights: dict[str, float] = {}
+
+    def recording(model: Any, batch: list[Example], pad_id: int, *, unlikelihood: float = 0.0) -> tuple[Any, int]:
+        weights[batch[0].role] = unlikelihood
+        return sum(p.sum() for p in model.parameters()) * 0.0, 1
+
+    monkeypatch.setattr(coldstart, "batch_loss", recording)
+    examples = [Example(role, [5, 1, 2], [0, 0, 1]) for role in ("agent", coldstart.REHEARSAL)]
+    coldstart.train_sft(torch.nn.Linear(2, 2), examples, steps=4, batch_size=1, lr=1e-3, unlikelihood=0.7)
+    assert weights == {"agent": 0.7, coldstart.REHEARSAL: 0.0}
 
 
 def test_cli_rejects_a_bad_spec_before_building(capsys: pytest.CaptureFixture[str]) -> None:

@@ -132,6 +132,13 @@ def _add_coldstart(commands: Any) -> None:
         help="share of demonstrations whose entity names are replaced by fresh ones (default: the recipe's)",
     )
     cold.add_argument(
+        "--unlikelihood",
+        type=float,
+        default=None,
+        metavar="WEIGHT",
+        help="weight of the token-level unlikelihood loss against repeats within a turn (default: the recipe's)",
+    )
+    cold.add_argument(
         "--evaluate", type=int, default=0, metavar="N", help="then sample N first turns per role at temperature 1"
     )
 
@@ -141,7 +148,7 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
     changes = {
         name: getattr(args, name)
-        for name in ("steps", "seed", "demos_per_role", "batch_size", "lr", "fresh_names")
+        for name in ("steps", "seed", "demos_per_role", "batch_size", "lr", "fresh_names", "unlikelihood")
         if getattr(args, name) is not None
     }
     try:

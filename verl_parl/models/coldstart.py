@@ -42,7 +42,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from verl_parl.models import shipped
 from verl_parl.models.demos import Demo, demo_digest_payload, make_demos
-from verl_parl.models.lm import collate, lr_at, masked_lm_loss
+from verl_parl.models.lm import collate, lr_at, masked_lm_loss, span_ids, unlikelihood_loss
 from verl_parl.models.pretrain import (
     DEEP_READER_MODEL,
     READER_PRETRAIN,
@@ -72,7 +72,9 @@ __all__ = [
     "default_spec",
     "encode_demo",
     "masked_lm_loss",
+    "span_ids",
     "train_sft",
+    "unlikelihood_loss",
 ]
 
 logger = logging.getLogger(__name__)
@@ -97,6 +99,7 @@ class ColdStartSpec:
     rehearsal: int = 0  # batches per cycle of the pretraining curriculum's last phase (needs pretrain)
     demos_per_role: int = 128
     fresh_names: float = 0.0  # share of demonstrations whose entity names are replaced (make_demos)
+    unlikelihood: float = 0.0  # weight of the token-level unlikelihood loss on demonstrations (not rehearsal)
     steps: int = 800
     batch_size: int = 16
     lr: float = 5e-3
@@ -110,6 +113,8 @@ class ColdStartSpec:
             for name in ("demos_per_role", "steps", "batch_size", "lr")
             if not getattr(self, name) > 0
         ]
+        if self.unlikelihood < 0:
+            errors.append(f"unlikelihood={self.unlikelihood} must not be negative")
         if not 0.0 <= self.fresh_names <= 1.0:
             errors.append(f"fresh_names={self.fresh_names} must be a share in [0, 1]")
         if self.warmup_steps < 0 or self.weight_decay < 0:
@@ -139,7 +144,8 @@ class ColdStartSpec:
             "spec": {
                 k: v
                 for k, v in dataclasses.asdict(self).items()
-                if k not in ("base", "pretrain") and not (k in ("fresh_names", "rehearsal") and v == 0)  # older digests
+                if k not in ("base", "pretrain")
+                and not (k in ("fresh_names", "rehearsal", "unlikelihood") and v == 0)  # older digests
             },
             "pretrain": self.pretrain.digest() if self.pretrain is not None else None,
             "demos": content.hexdigest(),
@@ -321,13 +327,16 @@ def _encode_with_offsets(tokenizer: PreTrainedTokenizerBase, text: str) -> tuple
     return list(batch["input_ids"]), [(a, b) for a, b in batch["offset_mapping"]]
 
 
-def batch_loss(model: PreTrainedModel, batch: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, int]:
+def batch_loss(
+    model: PreTrainedModel, batch: Sequence[Example], pad_id: int, *, unlikelihood: float = 0.0
+) -> tuple[torch.Tensor, int]:
     """Masked next-token loss of ``batch`` (one group), computing the shared prefix once.
 
     The system block is run once (batch 1) and its KV cache broadcast to the batch; the rest of each
     sequence attends to it, and vocabulary logits are computed only where the loss counts. The result
-    equals :func:`masked_lm_loss` over the full sequences (tested). Returns the loss and the number
-    of trained tokens.
+    equals :func:`masked_lm_loss` over the full sequences (tested). With ``unlikelihood`` > 0, that
+    multiple of :func:`~verl_parl.models.lm.unlikelihood_loss` is added, each assistant turn a span.
+    Returns the loss and the number of trained tokens.
     """
     prefix_len = min(e.prefix_len for e in batch)
     if len({tuple(e.input_ids[:prefix_len]) for e in batch}) != 1 or any(
@@ -355,10 +364,17 @@ def batch_loss(model: PreTrainedModel, batch: Sequence[Example], pad_id: int) ->
     n = int(keep.sum())
     if n == 0:
         return hidden.sum() * 0.0, 0
-    return F.cross_entropy(logits, targets), n
+    loss = F.cross_entropy(logits, targets)
+    if unlikelihood:
+        loss = loss + unlikelihood * unlikelihood_loss(logits, targets, span_ids(keep))
+    return loss, n
 
 
 # ------------------------------------------------------------------------------------------- training
+
+
+REHEARSAL = "rehearsal"
+"""The role of :func:`rehearsal_examples` in cold-start batches."""
 
 
 @dataclass
@@ -410,10 +426,13 @@ def train_sft(
     seed: int = 0,
     pad_id: int = 0,
     role_weights: dict[str, int] | None = None,
+    unlikelihood: float = 0.0,
     progress: bool = False,
     on_step: Callable[[int, float], None] | None = None,
 ) -> SFTResult:
-    """Train ``model`` in place on ``examples``; returns the loss of every step."""
+    """Train ``model`` in place on ``examples``; returns the loss of every step. ``unlikelihood`` weighs the
+    unlikelihood term of :func:`batch_loss` on every batch but the rehearsal ones (pretraining samples,
+    whose copies legitimately repeat)."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
     model.train()
@@ -426,7 +445,8 @@ def train_sft(
         for step, batch in enumerate(_batches(examples, batch_size, steps, rng, role_weights)):
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, steps=steps, warmup=warmup_steps, peak=lr)
-            loss, n_tokens = batch_loss(model, batch, pad_id)
+            weight = unlikelihood if batch[0].role != REHEARSAL else 0.0
+            loss, n_tokens = batch_loss(model, batch, pad_id, unlikelihood=weight)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -493,10 +513,6 @@ def build_coldstart_model(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-REHEARSAL = "rehearsal"
-"""The role of :func:`rehearsal_examples` in cold-start batches."""
-
-
 def rehearsal_examples(spec: ColdStartSpec, tokenizer: PreTrainedTokenizerBase) -> list[Example]:
     """Samples of ``spec.pretrain``'s curriculum in its last phase's mixture (training entities only, drawn
     afresh), enough for every rehearsal batch to be new: mixed into the SFT so that it does not erase
@@ -534,6 +550,7 @@ def _train_into(
         seed=spec.seed,
         pad_id=tokenizer.pad_token_id,
         role_weights=role_weights,
+        unlikelihood=spec.unlikelihood,
         progress=progress,
     )
     tokenizer.save_pretrained(folder)

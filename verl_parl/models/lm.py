@@ -1,5 +1,6 @@
 """Language-model training arithmetic shared by pretraining and cold-start SFT: padding, the masked
-next-token loss and the learning-rate schedule. Pure functions of tensors and numbers (a leaf module)."""
+next-token loss, the token-level unlikelihood loss and the learning-rate schedule. Pure functions of
+tensors and numbers (a leaf module)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-__all__ = ["Tokens", "collate", "lr_at", "masked_lm_loss"]
+__all__ = ["Tokens", "collate", "lr_at", "masked_lm_loss", "span_ids", "unlikelihood_loss"]
 
 
 class Tokens(Protocol):
@@ -47,6 +48,37 @@ def masked_lm_loss(logits: torch.Tensor, input_ids: torch.Tensor, loss_mask: tor
     weights = loss_mask[:, 1:].to(logits.dtype)
     per_token = F.cross_entropy(logits[:, :-1].flatten(0, 1), targets.flatten(), reduction="none")
     return (per_token * weights.flatten()).sum() / weights.sum().clamp(min=1.0)
+
+
+def span_ids(keep: torch.Tensor) -> torch.Tensor:
+    """The span of every kept position of ``keep`` ``[B, T]`` (bool), in row-major order: a span is a run of
+    kept positions within one row (an assistant turn), numbered from 0 across the batch. Returns ``[n]``."""
+    starts = keep.clone()
+    starts[:, 1:] &= ~keep[:, :-1]
+    return (starts.flatten().long().cumsum(0) - 1)[keep.flatten()]
+
+
+def unlikelihood_loss(logits: torch.Tensor, targets: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
+    """Token-level unlikelihood (Welleck et al., 2019, "Neural Text Generation with Unlikelihood Training"):
+    the mean over positions of ``-sum_c log(1 - p(c))`` over the candidates ``c``, the tokens already
+    written earlier in the same span (``spans``, from :func:`span_ids`) other than the position's own target.
+
+    ``logits`` ``[n, V]`` predict ``targets`` ``[n]`` (the kept positions in order). It lowers the
+    probability of writing again what the turn already wrote, where the data writes something else: a
+    cell repeated in a row, a name handed out twice. Returns a scalar (0 for no positions).
+    """
+    n, vocab = logits.shape
+    if n == 0:
+        return logits.sum() * 0.0
+    seen = F.one_hot(targets, vocab).to(torch.int32)
+    before = seen.cumsum(0) - seen  # counts of each token at earlier positions, across spans
+    first = torch.ones(n, dtype=torch.bool, device=logits.device)
+    first[1:] = spans[1:] != spans[:-1]
+    at_start = before[first]  # counts before each span begins, one row per span
+    candidates = (before - at_start[spans]) > 0
+    candidates[torch.arange(n), targets] = False
+    one_minus = (1.0 - logits.softmax(-1)).clamp(min=1e-5)
+    return -(torch.log(one_minus) * candidates).sum(-1).mean()
 
 
 def lr_at(step: int, *, steps: int, warmup: int, peak: float) -> float:
