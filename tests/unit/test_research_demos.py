@@ -136,11 +136,22 @@ def test_heldout_row_lookups_ask_only_about_held_out_entities() -> None:
         assert world.world.entity_country(by_title[entity]) in pools["val"]
 
 
-@pytest.mark.parametrize("restate", [False, True])
-def test_row_replies_restate_the_header_when_asked(monkeypatch: pytest.MonkeyPatch, restate: bool) -> None:
+@pytest.mark.parametrize(("restate", "facts"), [(False, False), (True, False), (True, True)])
+def test_row_replies_restate_the_header_or_write_fact_lines_when_asked(
+    monkeypatch: pytest.MonkeyPatch, restate: bool, facts: bool
+) -> None:
     from verl_parl.tasks.research import demos
 
     monkeypatch.setattr(demos, "RESTATE_HEADER", restate)
+    monkeypatch.setattr(demos, "FACT_LINES", facts)
+
+    def above(header: str, row: str) -> list[str]:
+        """What a reply writes above ``row``: a ``column: value`` line per column, the header, or nothing."""
+        if facts:
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            return [f"{c}: {v}" for c, v in zip(header.strip("| ").split(" | "), cells, strict=True)]
+        return [header] if restate else []
+
     rng = random.Random(7)
     rows = [d for d in (demos.research_subagent(rng) for _ in range(24)) if d.meta["part"] == "row"]
     assert rows
@@ -148,15 +159,17 @@ def test_row_replies_restate_the_header_when_asked(monkeypatch: pytest.MonkeyPat
         reply = demo.messages[-1]["content"]
         assignment = demo.messages[1]["content"]
         assert assignment.endswith(demo.meta["header"])  # "... Reply with one table row: | country | ... |"
-        assert reply.splitlines() == ([demo.meta["header"]] if restate else []) + [demo.meta["row"]]
+        assert reply.splitlines() == [*above(demo.meta["header"], demo.meta["row"]), demo.meta["row"]]
+        if facts:  # the first line names the entity the row starts with
+            assert reply.splitlines()[0].endswith(": " + demo.meta["entity"])
     wide = [d for d in (demos.research_orchestrator(rng) for _ in range(12)) if d.meta["task_kind"] == "wide"]
     assert wide
     for demo in wide:
-        results = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("|")]
+        results = [m["content"] for m in demo.messages if m["role"] == "tool" and "| " in m["content"]]
         table = demo.messages[-1]["content"].removeprefix("<answer>").removesuffix("</answer>").splitlines()
         header, rows = table[0], table[2:]
-        # every subagent result is the row the table copies, below the table's header when restated
-        assert sorted(results) == sorted(f"{header}\n{row}" if restate else row for row in rows)
+        # every subagent result is the row the table copies, below what the reply writes above it
+        assert sorted(results) == sorted("\n".join([*above(header, row), row]) for row in rows)
 
 
 def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values() -> None:

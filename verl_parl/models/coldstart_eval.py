@@ -46,6 +46,10 @@ __all__ = [
     "reply_row",
 ]
 
+REPLY_TOKENS = 96
+"""Tokens a held-out lookup's subagent may write per turn: the longest research row reply with fact lines
+(``FACT_LINES`` in :mod:`verl_parl.tasks.research.demos`) is 83 tokens, with the header restated 54."""
+
 
 @dataclass
 class RoleReport:
@@ -286,7 +290,7 @@ async def _evaluate_lookups(
     try:
 
         async def generate(ids: list[int], index: int, turn: int) -> str:
-            result = await engine.generate(ids, SamplingParams(max_tokens=64, temperature=0.0))
+            result = await engine.generate(ids, SamplingParams(max_tokens=REPLY_TOKENS, temperature=0.0))
             text = tokenizer.decode(result.token_ids, skip_special_tokens=True)
             finals[index] = text
             return text

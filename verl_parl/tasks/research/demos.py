@@ -57,6 +57,7 @@ from verl_parl.tasks.research.tasks import (
 )
 
 __all__ = [
+    "FACT_LINES",
     "PARALLEL_SHARE",
     "SUBAGENT_NAME",
     "SUBAGENT_PROMPTS",
@@ -91,6 +92,11 @@ hundreds of tokens up in the assignment. Measured greedy on 40 held-out lookups 
 (two cold starts each way, seeds 0 and 1): 59% and 60% of the values right (41% with the row alone) and 12 and
 14 rows of 40 right (6 and 7); orchestrator wide item-F1 on 192 held-out wide tasks 0.199 and 0.162 (0.177 and
 0.129) (docs/cpu.md)."""
+FACT_LINES = False
+"""Whether a subagent's row reply writes each column's value on a line of its own, after the column's name
+(``capital: Lima``), before the row (which then replaces the restated header above it): each value is then
+written right after the words that ask for it, as the reader answers a question, and the row copies the
+lines in order. Off: :data:`RESTATE_HEADER` decides (docs/cpu.md)."""
 DEEP_EVIDENCE = False
 """Whether a subagent's reply to a deep chain whose answer is one fact of the chain's last page (a capital,
 a currency, a population) quotes that page's sentence stating it above the answer as written there (two
@@ -225,7 +231,11 @@ def _header(columns: tuple[str, ...]) -> str:
 
 
 def _row_reply(columns: tuple[str, ...], row: str) -> str:
-    """A subagent's reply with one row of ``columns``: the row, below the header when :data:`RESTATE_HEADER`."""
+    """A subagent's reply with one row of ``columns``: the row, below one ``column: value`` line per column when
+    :data:`FACT_LINES`, else below the header when :data:`RESTATE_HEADER`."""
+    if FACT_LINES:
+        cells = row.removeprefix("| ").removesuffix(" |").split(" | ")
+        return "\n".join([*(f"{c}: {v}" for c, v in zip(columns, cells, strict=True)), row])
     return f"{_header(columns)}\n{row}" if RESTATE_HEADER else row
 
 
