@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verl_parl.rewards.repetition import looped
+
 MODES = ("researcher", "parl_swarm", "tool_agent")
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": False}
 
@@ -46,6 +48,7 @@ class EpisodeResult:
     segments: int
     wall_s: float
     error: str | None = None
+    looped: bool = False  # the response holds a loop (verl_parl.rewards.repetition)
     response: str = ""  # the last segment's response (assistant turns and tool results), special tokens removed
 
 
@@ -198,6 +201,7 @@ class Evaluator:
             total_steps=float(extra.get("parl_total_steps", turns)),
             segments=len(outputs),
             wall_s=0.0,
+            looped=looped(text),
             response=text,
         )
 
@@ -217,12 +221,13 @@ def summarize(results: list[EpisodeResult], wall_s: float) -> dict[str, Any]:
         "item_f1": mean([r.item_f1 for r in results if r.item_f1 is not None]),
         "critical_steps": mean([r.critical_steps for r in results]),
         "total_steps": mean([r.total_steps for r in results]),
+        "looped": mean([float(r.looped) for r in results]),
         "wall_s": round(wall_s, 2),
     }
 
 
 def format_table(summaries: dict[str, dict[str, Any]]) -> str:
-    columns = ("episodes", "errors", "score", "success", "item_f1", "critical_steps", "total_steps", "wall_s")
+    columns = ("episodes", "errors", "score", "success", "item_f1", "critical_steps", "total_steps", "looped", "wall_s")
     lines = [f"{'mode':<12}" + "".join(f"{c:>15}" for c in columns)]
     for mode, summary in summaries.items():
         cells = [summary[c] for c in columns]

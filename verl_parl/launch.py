@@ -42,12 +42,14 @@ HELDOUT_METRICS = (
     ("held-out total steps", "val-parl/total_steps/mean"),
     ("held-out parallelism", "val-parl/parallelism/mean"),
     ("held-out spurious fraction", "val-parl/spurious_fraction/mean"),
+    ("held-out looped", "val-parl/looped/mean"),
     ("held-out wide item-F1", "val-parl/wide/item_f1/mean"),
     ("held-out wide critical steps", "val-parl/wide/critical_steps/mean"),
     ("train critical steps", "parl/critical_steps/mean"),
     ("train parallelism", "parl/parallelism/mean"),
     ("train r_perf", "parl/reward/r_perf"),
     ("train spurious fraction", "parl/spurious_fraction/mean"),
+    ("train looped", "parl/looped/mean"),
 )
 
 

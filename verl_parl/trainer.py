@@ -78,6 +78,7 @@ HELDOUT_FIELDS = (
     "parallelism",
     "num_assigned",
     "spurious_fraction",
+    "looped",
 )
 
 
@@ -107,7 +108,8 @@ def heldout_row(extra: Any) -> dict[str, float]:
     the scorer's ``r_perf``. ``critical_steps`` / ``total_steps`` / ``parallelism`` / ``num_assigned``: the swarm loop's
     accounting; a loop without subagents (``researcher``) counts each turn as one step of both and
     parallelism 0 (no subagent launched, as :func:`verl_parl.swarm.accounting.parallelism` defines).
-    ``spurious_fraction``: the ``parl`` reward's share of spurious subagents (:mod:`verl_parl.rewards.guard`)."""
+    ``spurious_fraction``: the ``parl`` reward's share of spurious subagents (:mod:`verl_parl.rewards.guard`);
+    ``looped``: 1 if the ``parl`` reward found a loop in the response (:mod:`verl_parl.rewards.repetition`)."""
     if not isinstance(extra, dict):
         return {}
     info = extra.get("reward_extra_info")
@@ -121,6 +123,7 @@ def heldout_row(extra: Any) -> dict[str, float]:
         "parallelism": [extra.get("parl_parallelism"), 0.0 if _number(extra.get("parl_turns")) is not None else None],
         "num_assigned": [extra.get("parl_num_assigned"), 0.0 if _number(extra.get("parl_turns")) is not None else None],
         "spurious_fraction": [info.get("parl_spurious_fraction")],
+        "looped": [info.get("parl_looped")],
     }
     for name, values in candidates.items():
         found = next((v for v in map(_number, values) if v is not None), None)

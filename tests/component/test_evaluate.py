@@ -61,6 +61,11 @@ def test_scoring_reads_the_last_segment_and_the_accounting(model_path: Path) -> 
     result = evaluator.score("parl_swarm", 7, row, [first, last])
     assert (result.score, result.success, result.segments) == (1.0, True, 2)
     assert (result.critical_steps, result.total_steps, result.index) == (3.0, 5.0, 7)
+    assert not result.looped
+    loop = SimpleNamespace(response_ids=tokenizer.encode("The answer is" + " 42," * 9), extra_fields={})
+    looping = evaluator.score("researcher", 8, row, [loop])
+    assert looping.looped
+    assert evaluate.summarize([result, looping], 1.0)["looped"] == 0.5
 
 
 def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

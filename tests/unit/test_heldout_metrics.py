@@ -49,6 +49,13 @@ def test_spurious_fraction_is_the_mean_of_the_rewards_per_episode_values() -> No
     assert heldout_metrics(rows)["val-parl/spurious_fraction/mean"] == pytest.approx((0.5 + 1 / 3 + 0.0) / 3)
 
 
+def test_looped_is_the_share_of_episodes_the_reward_found_a_loop_in() -> None:
+    rows = [swarm_episode(0.5, 3, 9, 2.0, 2) for _ in range(4)]
+    for row, loop in zip(rows, (1.0, 0.0, 0.0), strict=False):  # the last reports none: left out
+        row["reward_extra_info"]["parl_looped"] = loop
+    assert heldout_metrics(rows)["val-parl/looped/mean"] == pytest.approx(1 / 3)
+
+
 def test_researcher_episode_counts_turns_as_steps_and_no_parallelism() -> None:
     extra = {"parl_turns": 4.0, "parl_invalid_tool_calls": 0.0, "reward_extra_info": {"score": 0.2, "item_f1": 0.2}}
     assert heldout_row(extra) == {

@@ -118,6 +118,18 @@ async def test_parl_manager_adds_the_staged_terms_at_the_episodes_step() -> None
     assert out["reward_score"] == pytest.approx(1.0575)
     assert info["parl_infra_failed"] == 0.0
     assert "parl_spurious_fraction" not in info  # no per-assignment list: nothing to judge, paper credit
+    assert info["parl_looped"] == 0.0
+
+
+async def test_parl_manager_reports_a_looped_response_and_pays_it_nothing_extra() -> None:
+    manager = make_manager(lambda_parallel={"num_steps": 10}, lambda_finish={"num_steps": 10})
+    extra = {"parl_num_assigned": 1, "parl_num_finished": 1, "parl_stage_sub_steps": [[2], []]}
+    plain = await manager.run_single(make_item("8", extra, global_steps=5))
+    loop = await manager.run_single(make_item("8" + " 41 |" * 10, extra, global_steps=5))
+    assert (plain["reward_extra_info"]["parl_looped"], loop["reward_extra_info"]["parl_looped"]) == (0.0, 1.0)
+    assert loop["reward_score"] == plain["reward_score"]  # a diagnostic: no term reads it
+    infos = [plain["reward_extra_info"], loop["reward_extra_info"]]
+    assert reward_metrics(infos)["parl/looped/mean"] == 0.5
 
 
 def swarm_extra(garbled_prompt: str) -> dict:

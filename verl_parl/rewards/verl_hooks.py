@@ -42,6 +42,7 @@ REWARD_METRICS = {
     "parl/reward/infra_failed": "parl_infra_failed",
     "parl/reward/format_ok": "parl_format_ok",
     "parl/spurious_fraction/mean": "parl_spurious_fraction",
+    "parl/looped/mean": "parl_looped",
 }
 """Logged metric → ``reward_extra_info`` key (mean over the step's samples)."""
 INFRA_FAILED = "parl_infra_failed"

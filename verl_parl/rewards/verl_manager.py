@@ -7,7 +7,8 @@ schedules of ``parl.reward`` at the episode's global step. Every term is returne
 ``reward_extra_info`` under ``parl_*`` keys, from which the trainer hook logs ``parl/reward/*``. The
 terms are the registered reward form's (:mod:`verl_parl.rewards.forms`) named by ``parl.reward.form``.
 ``parl.reward.credit`` decides which subagent assignments earn ``r_parallel`` and ``r_finish``
-(:mod:`verl_parl.rewards.guard`); each episode's ``parl_spurious_fraction`` is returned either way.
+(:mod:`verl_parl.rewards.guard`); each episode's ``parl_spurious_fraction`` is returned either way, and
+``parl_looped`` (1.0 when the response holds a loop, :mod:`verl_parl.rewards.repetition`; no term reads it).
 
 The run's LLM judge (``parl.reward.judge``, :func:`verl_parl.rewards.judge.build_judge`) is built once
 per manager and handed to the score function as ``judge=`` (our scorer bridge passes it on to the
@@ -31,12 +32,14 @@ from verl_parl.rewards.guard import TaskTerms, credit_episode, question_of, suba
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats
+from verl_parl.rewards.repetition import looped
 
 logger = logging.getLogger(__name__)
 
 NAME = "parl"
 INFRA_FAILED_KEY = "parl_infra_failed"
 SPURIOUS_KEY = "parl_spurious_fraction"
+LOOPED_KEY = "parl_looped"  # 1.0 when the response holds a loop (verl_parl.rewards.repetition)
 
 
 def reward_config_from(config: Any) -> ParlRewardConfig:
@@ -142,7 +145,14 @@ class ParlRewardManager(RewardManagerBase):
         episode = EpisodeReward(self.reward_cfg, stats, r_perf, step, success, extra)
         info.update(self.form(episode))
         info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
+        info[LOOPED_KEY] = float(looped(self._response_text(item)))
         return {"reward_score": info["parl_reward"], "reward_extra_info": info}
+
+    def _response_text(self, item: Any) -> str:
+        """The episode's response as the scorer reads it (valid tokens, special tokens removed)."""
+        responses = item.batch["responses"]
+        valid = int(item.batch["attention_mask"][-responses.shape[-1] :].sum())
+        return str(self.tokenizer.decode(responses[:valid], skip_special_tokens=True))
 
 
 def register(reward_manager_package: Any) -> None:
