@@ -39,10 +39,10 @@ def format_step(record: dict[str, Any], total_steps: int | None = None) -> str |
     """One console line for one metrics record (a verl step's metric dict plus ``step``).
 
     Shows, when present: step/total, the reward mean (``parl/reward/total``, else verl's ``critic/score/mean``)
-    and its terms (``parl/reward/r_perf``, ``r_parallel``, ``r_finish``), critical steps and parallelism
-    (``parl/*/mean``), seconds per step (``timing_s/step``) and, when the step validated, held-out item-F1
-    and score (``val-parl/*/mean``). A record that is not a training step (verl's validation before
-    training) is labelled ``validation``; None when it has none of these fields."""
+    and its terms (``parl/reward/r_perf``, ``r_parallel``, ``r_finish``), critical steps, parallelism and the
+    share of looped episodes (``parl/*/mean``), seconds per step (``timing_s/step``) and, when the step
+    validated, held-out item-F1 and score (``val-parl/*/mean``). A record that is not a training step (verl's
+    validation before training) is labelled ``validation``; None when it has none of these fields."""
     fields: list[str] = []
     reward = _number(record, "parl/reward/total")
     reward = _number(record, "critic/score/mean") if reward is None else reward
@@ -52,6 +52,7 @@ def format_step(record: dict[str, Any], total_steps: int | None = None) -> str |
     for label, key, spec in (
         ("critical steps", "parl/critical_steps/mean", ".2f"),
         ("parallelism", "parl/parallelism/mean", ".2f"),
+        ("looped", "parl/looped/mean", ".2f"),
     ):
         if (value := _number(record, key)) is not None:
             fields.append(f"{label} {value:{spec}}")

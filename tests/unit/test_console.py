@@ -27,6 +27,7 @@ STEP = {
     "parl/reward/r_finish": 0.0125,
     "parl/critical_steps/mean": 6.25,
     "parl/parallelism/mean": 2.125,
+    "parl/looped/mean": 0.3125,
     "timing_s/step": 21.34,
     "val-parl/item_f1/mean": 0.0833,
     "val-parl/score/mean": 0.35,
@@ -37,7 +38,7 @@ STEP = {
 def test_a_step_line_shows_reward_terms_swarm_metrics_time_and_heldout() -> None:
     assert format_step(STEP, total_steps=20) == (
         "[verl-parl] step 3/20  reward 0.412 (perf 0.350, parallel 0.050, finish 0.013)"
-        "  critical steps 6.25  parallelism 2.12  21.3 s/step  held-out item-F1 0.083, score 0.350"
+        "  critical steps 6.25  parallelism 2.12  looped 0.31  21.3 s/step  held-out item-F1 0.083, score 0.350"
     )
 
 
