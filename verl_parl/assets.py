@@ -68,12 +68,24 @@ def _tiny_model(root: DictConfig) -> str:
     return str(build_tiny_model(cache_dir=_cache_dir(root) / "models"))
 
 
+_coldstart_built: dict[tuple[str, str], Path] = {}  # (recipe, cache folder) -> the build found in this process
+
+
 def _coldstart_model(root: DictConfig) -> str:
-    """The tiny model after cold-start SFT on the embedded task's tool-use demonstrations (``models/coldstart.py``)."""
+    """The tiny model after cold-start SFT on the embedded task's tool-use demonstrations (``models/coldstart.py``).
+
+    Its cache folder is named by a digest of the demonstrations, which takes seconds to write, and verl's config
+    refers to ``model.path`` more than once: each process finds the build once and reuses it while it is there."""
     from verl_parl.models.coldstart import build_coldstart_model, default_spec
+    from verl_parl.models.tiny import is_complete_build
 
     spec = default_spec(str(root.parl.embedded.task))
-    return str(build_coldstart_model(spec, cache_dir=_cache_dir(root) / "models"))
+    cache_dir = _cache_dir(root) / "models"
+    key = (repr(spec), str(cache_dir))
+    found = _coldstart_built.get(key)
+    if found is None or not is_complete_build(found):
+        found = _coldstart_built[key] = build_coldstart_model(spec, cache_dir=cache_dir)
+    return str(found)
 
 
 def _reward_fn(root: DictConfig) -> str:

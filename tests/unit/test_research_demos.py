@@ -10,7 +10,7 @@ import pytest
 from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT
 from verl_parl.tasks.research import dataset
-from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
+from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world, trie_pattern
 from verl_parl.tasks.research.tasks import CHAINS
 
 pytest.importorskip("verl_parl_search")
@@ -297,3 +297,31 @@ def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(demos, "DEEP_HOPS", False)
     assert not [d for d in (demos.research_orchestrator(rng) for _ in range(30)) if d.meta["style"] == "hops"]
     assert not [d for d in (demos.research_subagent(rng) for _ in range(80)) if d.meta["part"] == "hop"]
+
+
+def test_trie_pattern_matches_what_the_longest_first_alternation_matches() -> None:
+    names = ["Niger", "Nigeria", "Guinea", "Guinea-Bissau", "Papua New Guinea", "St. John's", "A", "Ab"]
+    alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    plain = re.compile(rf"(?<!\w)(?:{alternation})(?!\w)")
+    trie = re.compile(rf"(?<!\w)(?:{trie_pattern(names)})(?!\w)")
+    text = (
+        "Nigeria and Niger border; Guinea-Bissau, Guinea and Papua New Guinea; St. John's; Nigerian; "
+        "A, Ab, Abc, Guinean, Papua New, New Guinea."
+    )
+    assert trie.findall(text) == plain.findall(text)
+    assert trie.findall(text)[:6] == ["Nigeria", "Niger", "Guinea-Bissau", "Guinea", "Papua New Guinea", "St. John's"]
+
+
+def test_findable_asks_the_search_tool_once_per_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    dw = demo_world(0)
+    docid = next(iter(dw.pages))
+    expected = dw.findable(docid)
+    calls: list[list[str]] = []
+
+    async def search(queries: list[str], k: int) -> list:
+        calls.append(queries)
+        return [[]]
+
+    monkeypatch.setattr(dw.search_tool, "search", search)
+    assert dw.findable(docid) is expected  # the answer found before, not the fake's
+    assert calls == []

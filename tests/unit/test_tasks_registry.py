@@ -17,6 +17,7 @@ from verl_parl.errors import ConfigError
 from verl_parl.launch import apply_task_defaults
 from verl_parl.models.coldstart import default_spec
 from verl_parl.models.demos import DEMO_SOURCES, make_demos
+from verl_parl.models.tiny import MARKER_NAME
 from verl_parl.plugins import collect_registries, create_plugin_manager, reset_plugin_manager
 from verl_parl.registry import DuplicateNameError, PluginError, TaskSpec, UnknownNameError, load_target
 from verl_parl.testing import write_plugin_distribution
@@ -167,6 +168,32 @@ def test_the_task_writer_builds_the_embedded_assets(tmp_path: Path) -> None:
     assert Path(assets.resolve_asset("embedded_tools", root)).name == "tools.yaml"
     with pytest.raises(KeyError, match="the spelling task has no index"):
         assets.resolve_asset("embedded_search_index", root)
+
+
+def test_the_cold_start_is_found_once_per_process_while_its_build_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verl_parl import assets
+    from verl_parl.models import coldstart
+
+    built: list[Path] = []
+
+    def build(spec: coldstart.ColdStartSpec, cache_dir: Path) -> Path:
+        folder = cache_dir / f"coldstart-{len(built)}"
+        folder.mkdir(parents=True)
+        (folder / MARKER_NAME).write_text("{}")
+        built.append(folder)
+        return folder
+
+    monkeypatch.setattr(coldstart, "build_coldstart_model", build)
+    monkeypatch.setattr(assets, "_coldstart_built", {})
+    root = OmegaConf.create({"parl": {"cache_dir": str(tmp_path), "embedded": {"task": "arithmetic"}}})
+    first = assets.resolve_asset("coldstart_model", root)
+    assert assets.resolve_asset("coldstart_model", root) == first  # model.path named twice: built once
+    assert len(built) == 1
+    (built[0] / MARKER_NAME).unlink()  # the build went away (a cleaned cache): found again
+    assert assets.resolve_asset("coldstart_model", root) != first
+    assert len(built) == 2
 
 
 def test_load_target_names_what_it_cannot_load() -> None:

@@ -32,7 +32,8 @@ import json
 import random
 import re
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,7 @@ class DemoWorld:
     search_tool: Any
     index_dir: tempfile.TemporaryDirectory[str]  # kept alive while the tool reads the index
     samplers: dict[str, dict[str, Sampler]]  # kind -> task type -> sampler over the training pool
+    _findable: dict[str, bool] = field(default_factory=dict)  # docid -> findable (drawing asks thousands of times)
 
     @property
     def search_schema(self) -> dict[str, Any]:
@@ -148,8 +150,10 @@ class DemoWorld:
 
     def findable(self, docid: str) -> bool:
         """Whether ``docid``'s page is the single hit for a search by its title."""
-        hits = asyncio.run(self.search_tool.search([self.title(docid)], 1))[0]
-        return bool(hits) and hits[0].docid == docid
+        if docid not in self._findable:
+            hits = asyncio.run(self.search_tool.search([self.title(docid)], 1))[0]
+            self._findable[docid] = bool(hits) and hits[0].docid == docid
+        return self._findable[docid]
 
     def search(self, queries: list[str]) -> tuple[dict[str, Any], str]:
         """The ``search`` call's arguments and the tool's real output for one hit per query.
@@ -546,9 +550,31 @@ def _name_pattern(seed: int) -> tuple[re.Pattern[str], tuple[str, ...]]:
         | {c.capital for c in countries if c.capital}
         | {c.name for c in dw.world.cities.values()}
     )
-    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     train = tuple(sorted({c.name for c in dw.pool.countries} | {c.name for c in dw.pool.cities}))
-    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"), train
+    return re.compile(rf"(?<!\w)(?:{trie_pattern(names)})(?!\w)"), train
+
+
+def trie_pattern(words: Iterable[str]) -> str:
+    """A regex alternation of ``words`` as a prefix tree (``Ban(?:gkok|gladesh)``). It matches what the
+    alternation sorted longest first matches, at every position, and is several times faster on thousands
+    of names: each character is tried once per branch, not once per name."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def pattern(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:  # a word may end here: the longer ones are tried first
+            body = body + "?" if len(branches) == 1 and len(body) == 1 else "(?:" + body + ")?"
+        return body
+
+    return pattern(root)
 
 
 def with_fresh_names(demo: Demo, rng: random.Random, seed: int = 0) -> Demo:
