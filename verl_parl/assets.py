@@ -39,17 +39,26 @@ def _embedded_dir(root: DictConfig, spec: dict[str, Any]) -> Path:
     return _cache_dir(root) / "data" / f"{spec['task']}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
+_embedded_written: dict[Path, dict[str, Path]] = {}  # data folder -> the files its writer returned in this process
+
+
 def _embedded_data(root: DictConfig) -> dict[str, Path]:
     """The embedded task's files, written by its registered writer (``TaskSpec.factory``): ``train``,
     ``val`` (parquet), ``tools`` (verl's tool config) and whatever else the task writes (research:
-    ``test``, ``index``)."""
+    ``test``, ``index``). Each asset of the config asks; the writer runs (and reports) once per process
+    while its files are there."""
     from verl_parl.plugins import get_registries
 
     spec = _embedded_spec(root)
+    folder = _embedded_dir(root, spec)
+    written = _embedded_written.get(folder)
+    if written is not None and all(path.exists() for path in written.values()):
+        return dict(written)
     task = get_registries().tasks.get(spec["task"])
     if missing := task.missing_requirements():
         raise RuntimeError("; ".join(missing))
-    return dict(task.factory(_embedded_dir(root, spec), spec))
+    written = _embedded_written[folder] = {name: Path(path) for name, path in task.factory(folder, spec).items()}
+    return dict(written)
 
 
 def _embedded_path(name: str) -> Callable[[DictConfig], str]:

@@ -196,6 +196,36 @@ def test_the_cold_start_is_found_once_per_process_while_its_build_is_there(
     assert len(built) == 2
 
 
+def test_the_task_writer_runs_once_per_process_while_its_files_are_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from verl_parl import assets
+
+    calls: list[Path] = []
+
+    def write(directory: Path, settings: dict) -> dict[str, Path]:
+        calls.append(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = {name: directory / name for name in ("train", "val", "tools")}
+        for path in paths.values():
+            path.write_text("x")
+        return paths
+
+    task = SimpleNamespace(factory=write, missing_requirements=lambda: [])
+    monkeypatch.setattr(plugins, "get_registries", lambda: SimpleNamespace(tasks={"counted": task}))
+    monkeypatch.setattr(assets, "_embedded_written", {})
+    root = OmegaConf.create({"parl": {"cache_dir": str(tmp_path), "embedded": {"task": "counted"}}})
+    asked = ("embedded_train", "embedded_val", "embedded_tools")
+    names = [Path(assets.resolve_asset(name, root)).name for name in asked]
+    assert names == ["train", "val", "tools"]
+    assert len(calls) == 1  # three assets, one run of the writer (one "reusing" line)
+    (calls[0] / "val").unlink()  # a file went away: the writer runs again
+    assert Path(assets.resolve_asset("embedded_val", root)).exists()
+    assert len(calls) == 2
+
+
 def test_load_target_names_what_it_cannot_load() -> None:
     assert load_target("random:Random") is random.Random
     with pytest.raises(PluginError, match="not a 'module:attribute' reference"):
