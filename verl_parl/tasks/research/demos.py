@@ -139,7 +139,7 @@ class DemoWorld:
     search_tool: Any
     index_dir: tempfile.TemporaryDirectory[str]  # kept alive while the tool reads the index
     samplers: dict[str, dict[str, Sampler]]  # kind -> task type -> sampler over the training pool
-    _findable: dict[str, bool] = field(default_factory=dict)  # docid -> findable (drawing asks thousands of times)
+    _findable: dict[str, bool] = field(default_factory=dict, init=False, repr=False)  # docid -> findable (asked often)
 
     @property
     def search_schema(self) -> dict[str, Any]:
