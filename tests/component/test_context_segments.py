@@ -153,6 +153,17 @@ def test_no_policy_is_one_output(trainer_config: DictConfig, model_path: Path) -
     assert extra["parl_invalid_tool_calls"] == 0  # a tool error is not a format error
 
 
+def test_a_turn_that_loops_marks_the_episode_as_policy_looped(trainer_config: DictConfig, model_path: Path) -> None:
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+
+    cfg = configured(trainer_config, policy="none", trigger_tokens=1)
+    clean, _ = run(ResearcherAgentLoop, cfg, model_path, [call("calculator", expression="2 + 3"), "It is 5."])
+    script = [call("calculator", expression="2 + 3"), "It is" + " 5 |" * 12]
+    loop, _ = run(ResearcherAgentLoop, cfg, model_path, script)
+    assert clean[0].extra_fields["parl_policy_looped"] == 0.0
+    assert loop[0].extra_fields["parl_policy_looped"] == 1.0  # the answer turn wrote " 5 |" twelve times
+
+
 def test_model_driven_discard_applies_at_once(trainer_config: DictConfig, model_path: Path) -> None:
     from verl_parl.agents.researcher import ResearcherAgentLoop
 

@@ -132,6 +132,28 @@ async def test_parl_manager_reports_a_looped_response_and_pays_it_nothing_extra(
     assert reward_metrics(infos)["parl/looped/mean"] == 0.5
 
 
+@pytest.mark.parametrize("mode", ["pay", "zero"])
+async def test_an_episode_whose_own_turns_loop_earns_nothing_with_looped_zero(mode: str) -> None:
+    manager = make_manager(
+        lambda_parallel={"num_steps": 10}, lambda_finish={"num_steps": 10}, credit={"mode": "paper", "looped": mode}
+    )
+    extra = {"parl_num_assigned": 1, "parl_num_finished": 1, "parl_stage_sub_steps": [[2], []]}
+    clean = await manager.run_single(make_item("7", {**extra, "parl_policy_looped": 0.0}, global_steps=5))
+    loop = await manager.run_single(make_item("7", {**extra, "parl_policy_looped": 1.0}, global_steps=5))
+    assert clean["reward_score"] == pytest.approx(1.0 + 0.05 * 0.0 + 0.05 * 1.0)  # one subagent: nothing off the path
+    assert loop["reward_score"] == (0.0 if mode == "zero" else clean["reward_score"])
+    assert loop["reward_extra_info"]["parl_r_perf"] == 1.0  # the scorer's verdict stays logged
+    infos = [clean["reward_extra_info"], loop["reward_extra_info"]]
+    assert reward_metrics(infos)["parl/policy_looped/mean"] == 0.5
+
+
+def test_looped_must_be_pay_or_zero() -> None:
+    from verl_parl.rewards.config import CreditConfig, RewardConfigError
+
+    with pytest.raises(RewardConfigError, match=r"credit.looped: 'sometimes' is not one of \('pay', 'zero'\)"):
+        CreditConfig(looped="sometimes")
+
+
 def swarm_extra(garbled_prompt: str) -> dict:
     """Two 4-step subagents in one stage, then the answer stage: one names the task, one does not."""
     sub = {"stage": 0, "steps": 4, "tool_calls": 1, "returned": True, "result": "| Germany | Berlin |"}

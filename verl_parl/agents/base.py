@@ -35,6 +35,7 @@ from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.partial.episode import PauseGate
 from verl_parl.partial.staleness import TurnSpan, stale_tokens, stale_turn_mask
+from verl_parl.rewards.repetition import looped
 
 VERSION_FIELDS = ("min_global_steps", "max_global_steps")
 
@@ -115,6 +116,7 @@ class Episode:
     unmanaged_tokens: int = 0  # what the context would hold had nothing been rewritten
     beyond_window: int = 0  # turns taken while the unmanaged context exceeded the window
     context_exceeded: bool = False
+    looped_turns: int = 0  # the policy's turns whose text loops (verl_parl.rewards.repetition.looped)
     first_turns: list[int] = field(default_factory=list)  # episode-wide index of each segment's first turn
     origin: float = field(default_factory=time.monotonic)  # traced times are seconds since this
     gate: PauseGate | None = None  # turn-level partial rollout (parl.partial_rollout), training episodes only
@@ -136,6 +138,7 @@ class Episode:
             "parl_context_max_tokens": float(self.max_context),
             "parl_context_beyond_window": float(self.beyond_window),
             "parl_context_exceeded": float(self.context_exceeded),
+            "parl_policy_looped": float(self.looped_turns > 0),
         }
 
 
@@ -198,6 +201,8 @@ class SegmentedAgentLoop(AgentLoopBase):
         segment.turn_spans.append(TurnSpan(start, len(segment.response_mask), turn.min))
         segment.turns += 1
         state.turns += 1
+        if looped(self.tokenizer.decode(output.token_ids, skip_special_tokens=True)):
+            state.looped_turns += 1
         return list(output.token_ids)
 
     async def _append(self, state: Episode, new: list[Message], tools: list[dict[str, Any]]) -> None:

@@ -100,6 +100,7 @@ class JudgeSettings:
 
 
 CREDIT_MODES = ("guarded", "paper")
+LOOPED_MODES = ("pay", "zero")
 
 
 @dataclass(frozen=True)
@@ -109,11 +110,14 @@ class CreditConfig:
     ``mode``: ``guarded`` credits only useful assignments (the prompt names the task and repeats no
     earlier useful one, the result is neither an error nor empty; :mod:`verl_parl.rewards.guard`),
     ``paper`` every assignment, as the paper's terms do. ``min_overlap``: for a task without names, the
-    least share of the question's content words a useful prompt repeats.
+    least share of the question's content words a useful prompt repeats. ``looped``: ``pay`` rewards an
+    episode whose own text loops (one of its turns writes a piece 8+ times in a row) as any other;
+    ``zero`` gives it reward 0, every term (the table scorer forgives a row written again and again).
     """
 
     mode: str = "guarded"
     min_overlap: float = 0.5
+    looped: str = "pay"
 
     def __post_init__(self) -> None:
         k, errors = f"{PREFIX}.credit", []
@@ -122,6 +126,8 @@ class CreditConfig:
         number = isinstance(self.min_overlap, int | float) and not isinstance(self.min_overlap, bool)
         if not number or not 0.0 <= self.min_overlap <= 1.0:
             errors.append(f"{k}.min_overlap: must be a number in [0, 1], got {self.min_overlap!r}")
+        if self.looped not in LOOPED_MODES:
+            errors.append(f"{k}.looped: {self.looped!r} is not one of {LOOPED_MODES}")
         if errors:
             raise RewardConfigError(errors)
 

@@ -43,6 +43,7 @@ REWARD_METRICS = {
     "parl/reward/format_ok": "parl_format_ok",
     "parl/spurious_fraction/mean": "parl_spurious_fraction",
     "parl/looped/mean": "parl_looped",
+    "parl/policy_looped/mean": "parl_policy_looped",
 }
 """Logged metric → ``reward_extra_info`` key (mean over the step's samples)."""
 INFRA_FAILED = "parl_infra_failed"

@@ -40,6 +40,7 @@ NAME = "parl"
 INFRA_FAILED_KEY = "parl_infra_failed"
 SPURIOUS_KEY = "parl_spurious_fraction"
 LOOPED_KEY = "parl_looped"  # 1.0 when the response holds a loop (verl_parl.rewards.repetition)
+POLICY_LOOPED_KEY = "parl_policy_looped"  # 1.0 when one of the policy's own turns loops (the agent loop reports it)
 
 
 def reward_config_from(config: Any) -> ParlRewardConfig:
@@ -144,6 +145,11 @@ class ParlRewardManager(RewardManagerBase):
         success = bool(info.get("acc", r_perf > 0))
         episode = EpisodeReward(self.reward_cfg, stats, r_perf, step, success, extra)
         info.update(self.form(episode))
+        policy_looped = extra.get(POLICY_LOOPED_KEY)
+        if policy_looped is not None:
+            info[POLICY_LOOPED_KEY] = float(policy_looped)
+            if policy_looped and self.reward_cfg.credit.looped == "zero":
+                info["parl_reward"] = 0.0
         info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
         info[LOOPED_KEY] = float(looped(self._response_text(item)))
         return {"reward_score": info["parl_reward"], "reward_extra_info": info}
