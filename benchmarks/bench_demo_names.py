@@ -8,7 +8,7 @@ their text names the cached checkpoint's folder (``ColdStartSpec.digest``). Four
 Two ways to write the pattern, side by side in one run, on the default recipe:
 
 * ``alternation``: the names sorted longest first, joined by ``|`` (what the pattern was);
-* ``prefix tree``: :func:`verl_parl.tasks.research.demos.trie_pattern` (what it is), which matches the same.
+* ``prefix tree``: :func:`verl_parl.tasks.research.names.trie_pattern` (what it is), which matches the same.
 
 Prints seconds for the whole demonstration set (median of ``--repeats``), the ratio, and whether both wrote the
 same demonstrations (the digest). Progress on stderr, the table on stdout.
@@ -23,20 +23,20 @@ import sys
 import time
 
 from verl_parl.models.coldstart import default_spec
-from verl_parl.tasks.research import demos
+from verl_parl.tasks.research import demos, names
 
 
 def alternation_pattern(seed: int) -> tuple[re.Pattern[str], tuple[str, ...]]:
-    """The plain alternation over the same names as ``demos._name_pattern``."""
-    _, train = demos._name_pattern(seed)
+    """The plain alternation over the same names as ``names._name_pattern``."""
+    _, train = names._name_pattern(seed)
     dw = demos.demo_world(seed)
     countries = dw.world.countries.values()
-    names = (
+    world = (
         {c.name for c in countries}
         | {c.capital for c in countries if c.capital}
         | {c.name for c in dw.world.cities.values()}
     )
-    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    alternatives = "|".join(re.escape(n) for n in sorted(world, key=len, reverse=True))
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"), train
 
 
@@ -57,15 +57,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     demos.demo_world(0)  # the index is built once, outside the timings
-    trie_pattern = demos._name_pattern
+    trie_pattern = names._name_pattern
     trie_pattern(0)
     plain = {0: alternation_pattern(0)}
     tree_s, tree_digest = timed(args.repeats, "prefix tree")
-    demos._name_pattern = lambda seed: plain[seed]  # type: ignore[assignment]
+    names._name_pattern = lambda seed: plain[seed]  # type: ignore[assignment]
     try:
         plain_s, plain_digest = timed(args.repeats, "alternation")
     finally:
-        demos._name_pattern = trie_pattern
+        names._name_pattern = trie_pattern
     print(f"{'names found by':<16}{'seconds':>10}{'speed-up':>10}")
     print(f"{'alternation':<16}{plain_s:>10.2f}{1.0:>9.2f}x")
     print(f"{'prefix tree':<16}{tree_s:>10.2f}{plain_s / tree_s:>9.2f}x")

@@ -10,7 +10,8 @@ import pytest
 from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT
 from verl_parl.tasks.research import dataset
-from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world, trie_pattern
+from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
+from verl_parl.tasks.research.names import trie_pattern
 from verl_parl.tasks.research.tasks import CHAINS
 
 pytest.importorskip("verl_parl_search")
@@ -173,7 +174,7 @@ def test_row_replies_restate_the_header_or_write_fact_lines_when_asked(
 
 
 def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values() -> None:
-    from verl_parl.tasks.research.demos import _name_pattern, with_fresh_names
+    from verl_parl.tasks.research.names import _name_pattern, with_fresh_names
 
     world = demo_world()
     pattern, train = _name_pattern(0)

@@ -78,7 +78,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             scorer="research",
             tools=("search",),
             demos={role: f"{DEMOS}:research_{role}" for role in ("agent", "subagent", "orchestrator")},
-            renamer=f"{DEMOS}:with_fresh_names",
+            renamer="verl_parl.tasks.research.names:with_fresh_names",
             coldstart="verl_parl.models.coldstart:READER_RECIPE",  # from the pretrained reader (shipped)
             defaults={
                 "reward.custom_reward_function.reward_kwargs.scorer": "research",
