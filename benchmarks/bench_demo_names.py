@@ -29,14 +29,7 @@ from verl_parl.tasks.research import demos, names
 def alternation_pattern(seed: int) -> tuple[re.Pattern[str], tuple[str, ...]]:
     """The plain alternation over the same names as ``names._name_pattern``."""
     _, train = names._name_pattern(seed)
-    dw = demos.demo_world(seed)
-    countries = dw.world.countries.values()
-    world = (
-        {c.name for c in countries}
-        | {c.capital for c in countries if c.capital}
-        | {c.name for c in dw.world.cities.values()}
-    )
-    alternatives = "|".join(re.escape(n) for n in sorted(world, key=len, reverse=True))
+    alternatives = "|".join(re.escape(n) for n in sorted(names.world_names(seed), key=len, reverse=True))
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"), train
 
 

@@ -169,8 +169,9 @@ class SegmentedAgentLoop(AgentLoopBase):
             self._window() - len(segment.ids),
         )
 
-    async def _generate(self, state: Episode, sampling_params: dict[str, Any]) -> list[int]:
-        """One model turn in the current segment (capped to its room); returns the generated ids."""
+    async def _generate(self, state: Episode, sampling_params: dict[str, Any]) -> tuple[list[int], str]:
+        """One model turn in the current segment (capped to its room); returns the generated ids and their
+        text (special tokens dropped)."""
         segment = state.current
         if segment.turns == 0:
             state.first_turns.append(state.turns)
@@ -201,9 +202,10 @@ class SegmentedAgentLoop(AgentLoopBase):
         segment.turn_spans.append(TurnSpan(start, len(segment.response_mask), turn.min))
         segment.turns += 1
         state.turns += 1
-        if looped(self.tokenizer.decode(output.token_ids, skip_special_tokens=True)):
+        text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        if looped(text):
             state.looped_turns += 1
-        return list(output.token_ids)
+        return list(output.token_ids), text
 
     async def _append(self, state: Episode, new: list[Message], tools: list[dict[str, Any]]) -> None:
         """Add ``new`` messages (tool results, a user note) to the history and the segment."""

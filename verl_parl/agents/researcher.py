@@ -121,8 +121,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
 
     async def _turn(self, state: Episode, sampling_params: dict[str, Any]) -> list[ToolCall | CallError]:
         started, stage = state.clock(), state.turns
-        generated = await self._generate(state, sampling_params)
-        text = self.tokenizer.decode(generated, skip_special_tokens=True)
+        generated, text = await self._generate(state, sampling_params)
         content, calls = parse_tool_calls(text)
         state.turn_log.append(
             {

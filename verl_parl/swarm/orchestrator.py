@@ -119,8 +119,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         """One orchestrator generation; traced with its times and ``stage`` (0-based: the stage its
         calls start, or the final-answer stage)."""
         started = state.clock()
-        generated = await self._generate(state, sampling_params)
-        text = self.tokenizer.decode(generated, skip_special_tokens=True)
+        generated, text = await self._generate(state, sampling_params)
         content, calls = parse_tool_calls(text)
         state.turn_log.append(
             {

@@ -106,8 +106,8 @@ class LongTailAgentLoop(SegmentedAgentLoop):
         try:
             await self._begin(state, [])
             for turn in range(1, turns + 1):
-                generated = await self._generate(state, params)
-                state.messages.append(assistant_message(self.tokenizer.decode(generated, skip_special_tokens=True), []))
+                _, text = await self._generate(state, params)
+                state.messages.append(assistant_message(text, []))
                 if turn == turns or self._room(state) <= 0:
                     break
                 await asyncio.sleep(latency)  # the injected tool latency

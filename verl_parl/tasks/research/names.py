@@ -16,7 +16,7 @@ from typing import Any
 from verl_parl.models.demos import Demo
 from verl_parl.tasks.research.demos import demo_world
 
-__all__ = ["FRESH_REAL_SHARE", "made_up_name", "trie_pattern", "with_fresh_names"]
+__all__ = ["FRESH_REAL_SHARE", "made_up_name", "trie_pattern", "with_fresh_names", "world_names"]
 
 _ONSETS = (*"bcdfghjklmnprstvwz", "br", "ch", "dr", "gr", "kh", "kr", "sh", "st", "tr", "")
 _VOWELS = ("a", "e", "i", "o", "u", "a", "e", "ia", "ou", "y")
@@ -46,14 +46,16 @@ def _name_pattern(seed: int) -> tuple[re.Pattern[str], tuple[str, ...]]:
     """A pattern matching any country or city name of the world (longest first, whole words), and the
     training split's names (what a fresh name may be taken from)."""
     dw = demo_world(seed)
-    countries = dw.world.countries.values()
-    names = (
-        {c.name for c in countries}
-        | {c.capital for c in countries if c.capital}
-        | {c.name for c in dw.world.cities.values()}
-    )
     train = tuple(sorted({c.name for c in dw.pool.countries} | {c.name for c in dw.pool.cities}))
-    return re.compile(rf"(?<!\w)(?:{trie_pattern(names)})(?!\w)"), train
+    return re.compile(rf"(?<!\w)(?:{trie_pattern(world_names(seed))})(?!\w)"), train
+
+
+def world_names(seed: int) -> set[str]:
+    """Every country, capital and city name of the suite's world."""
+    world = demo_world(seed).world
+    countries = world.countries.values()
+    capitals = {c.capital for c in countries if c.capital}
+    return {c.name for c in countries} | capitals | {c.name for c in world.cities.values()}
 
 
 def trie_pattern(words: Iterable[str]) -> str:
