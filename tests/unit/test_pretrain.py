@@ -491,6 +491,53 @@ def test_a_grown_model_computes_what_the_shallow_one_did_and_then_learns(tmp_pat
     assert grown.model.layers[4].mlp.down_proj.weight.abs().sum() > 0
 
 
+def test_widened_heads_compute_what_the_narrow_model_did_and_then_learn(tmp_path: Path) -> None:
+    """More heads of the same width add nothing until trained (same logits, also through a save and a load,
+    and with a KV cache), the old heads keep their weights, and the new heads' output columns move on the
+    first step."""
+    from transformers import AutoModelForCausalLM
+
+    base = build_tiny_model(SMALL_READER, tmp_path / "cache", progress=False)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, attn_implementation="sdpa")
+    ids = torch.randint(3, SMALL_READER.vocab_size, (2, 40))
+    old_q = model.model.layers[1].self_attn.q_proj.weight.detach().clone()
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+    wide = pt.widened_heads(model, 3, 3)
+    attn = wide.model.layers[1].self_attn
+    assert attn.q_proj.weight.shape == (3 * 64, 64) and attn.o_proj.weight.shape == (64, 3 * 64)
+    assert torch.equal(attn.q_proj.weight[:64], old_q) and attn.o_proj.weight[:, 64:].abs().sum() == 0
+    with torch.no_grad():
+        assert torch.allclose(wide(input_ids=ids).logits, before, atol=1e-5)
+        cached = wide.generate(ids[:1, :8], max_new_tokens=6, do_sample=False)
+    assert cached.shape == (1, 14)
+    wide.save_pretrained(tmp_path / "wide")
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "wide", dtype=torch.float32, attn_implementation="sdpa")
+    with torch.no_grad():
+        assert torch.allclose(loaded(input_ids=ids).logits, before, atol=1e-5)
+    wide(input_ids=ids, labels=ids).loss.backward()
+    torch.optim.SGD(wide.parameters(), lr=0.1).step()
+    assert attn.o_proj.weight[:, 64:].abs().sum() > 0
+
+
+def test_a_recipe_grows_heads_of_the_same_width_only() -> None:
+    """``head_dim`` lets more heads than ``hidden_size`` allows at that width; growth keeps the width and the
+    query heads per key-value head, and an unset ``head_dim`` leaves older digests alone."""
+    start = PretrainSpec(base=SMALL_READER, steps=10, phases=((10, (1.0, 0.0, 0.0)),))
+    wider = dataclasses.replace(SMALL_READER, num_layers=3, num_heads=2, num_kv_heads=2, head_dim=64)
+    grown = PretrainSpec(base=wider, steps=10, phases=((10, (0.1, 0.2, 0.7)),), grow_from=start)
+    assert grown.base.digest() != dataclasses.replace(wider, head_dim=0, hidden_size=128).digest()
+    assert SMALL_READER.digest() == dataclasses.replace(SMALL_READER, head_dim=0).digest()
+    with pytest.raises(ValueError, match="widths must match"):
+        PretrainSpec(base=dataclasses.replace(wider, head_dim=32), grow_from=start)
+    with pytest.raises(ValueError, match="as many query heads"):
+        PretrainSpec(base=dataclasses.replace(wider, num_kv_heads=1), grow_from=start)
+    with pytest.raises(ValueError, match="heads must be at most"):
+        PretrainSpec(base=SMALL_READER, grow_from=grown)
+    with pytest.raises(ValueError, match="head_dim=-1"):
+        dataclasses.replace(SMALL_READER, head_dim=-1)
+
+
 def test_a_stream_draws_other_samples_from_the_same_split(tokenizer: PreTrainedTokenizerBase) -> None:
     """A continuing stage (``stream``) draws samples its start did not, from the same split of entities."""
     spec = PretrainSpec(base=SMALL, steps=10, phases=((10, (0.0, 0.0, 1.0)),), row_share=0.5)
@@ -506,7 +553,7 @@ def test_a_grown_recipe_names_its_start_in_its_digest() -> None:
     start = PretrainSpec(base=SMALL_READER, steps=10, phases=((10, (1.0, 0.0, 0.0)),))
     grown = PretrainSpec(base=deeper, steps=10, phases=((10, (0.1, 0.2, 0.7)),), grow_from=start)
     assert grown.digest() != dataclasses.replace(grown, grow_from=dataclasses.replace(start, seed=1)).digest()
-    with pytest.raises(ValueError, match="num_layers only"):
+    with pytest.raises(ValueError, match="num_layers and heads only"):
         PretrainSpec(base=dataclasses.replace(deeper, hidden_size=128), grow_from=start)
     with pytest.raises(ValueError, match="must be at most"):
         PretrainSpec(base=SMALL_READER, grow_from=grown)

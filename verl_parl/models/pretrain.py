@@ -91,6 +91,7 @@ __all__ = [
     "pretrain_lr",
     "scaled_phases",
     "shipped_folder",
+    "widened_heads",
 ]
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,28 @@ READER_MODEL = TinyModelSpec(hidden_size=128, num_layers=2, num_heads=2, num_kv_
 DEEP_READER_MODEL = dataclasses.replace(READER_MODEL, num_layers=4)
 """1.3 M parameters: :data:`READER_MODEL` with two more layers, grown from it (:data:`READER_PRETRAIN`).
 Pretrained from random weights instead, its induction heads had not formed by step 1,245 (copy loss 6.4)."""
+
+
+def _head_width(spec: TinyModelSpec) -> int:
+    return spec.head_dim or spec.hidden_size // spec.num_heads
+
+
+def _growth_errors(start: TinyModelSpec, base: TinyModelSpec) -> list[str]:
+    """Why ``start`` cannot grow into ``base`` (:func:`grown_model`, :func:`widened_heads`): more layers and
+    more heads of the same width, each key-value head still shared by as many query heads."""
+    same_heads = dataclasses.replace(start, num_heads=base.num_heads, num_kv_heads=base.num_kv_heads, head_dim=0)
+    if dataclasses.replace(same_heads, num_layers=base.num_layers) != dataclasses.replace(base, head_dim=0):
+        return [f"grow_from's model {start} must differ from base {base} in num_layers and heads only"]
+    errors = []
+    if start.num_layers > base.num_layers:
+        errors.append(f"grow_from's {start.num_layers} layers must be at most base's {base.num_layers}")
+    if start.num_heads > base.num_heads:
+        errors.append(f"grow_from's {start.num_heads} heads must be at most base's {base.num_heads}")
+    if _head_width(start) != _head_width(base):
+        errors.append(f"grow_from's heads are {_head_width(start)} wide, base's {_head_width(base)}: widths must match")
+    if start.num_heads * base.num_kv_heads != base.num_heads * start.num_kv_heads:
+        errors.append("grow_from and base must share each key-value head among as many query heads")
+    return errors
 
 
 @dataclass(frozen=True)
@@ -175,11 +198,7 @@ class PretrainSpec:
         if [until for until, _ in self.phases] != sorted(until for until, _ in self.phases):
             errors.append("phases must be ordered by their last step")
         if self.grow_from is not None:
-            start = self.grow_from.base
-            if dataclasses.replace(start, num_layers=self.base.num_layers) != self.base:
-                errors.append(f"grow_from's model {start} must differ from base {self.base} in num_layers only")
-            elif start.num_layers > self.base.num_layers:
-                errors.append(f"grow_from's {start.num_layers} layers must be at most base's {self.base.num_layers}")
+            errors += _growth_errors(self.grow_from.base, self.base)
         if errors:
             raise ValueError("invalid PretrainSpec: " + "; ".join(errors))
 
@@ -500,12 +519,48 @@ def grown_model(model: PreTrainedModel, num_layers: int) -> PreTrainedModel:
     return model
 
 
+def widened_heads(model: PreTrainedModel, num_heads: int, num_kv_heads: int, seed: int = 0) -> PreTrainedModel:
+    """``model`` given ``num_heads`` attention heads (``num_kv_heads`` key-value heads) of its heads' width in
+    every layer, in place. The new heads' query, key and value projections are drawn like a fresh model's
+    (seeded by ``seed``) and their columns of the output projection start at zero, so the model computes
+    exactly what it did until training moves those columns; the old heads keep their key-value heads."""
+    config = model.config
+    width = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    generator = torch.Generator().manual_seed(seed)
+
+    def extended(linear: torch.nn.Linear, out_features: int) -> torch.nn.Linear:
+        new = torch.nn.Linear(linear.in_features, out_features, bias=linear.bias is not None, dtype=linear.weight.dtype)
+        with torch.no_grad():
+            new.weight.normal_(0.0, config.initializer_range, generator=generator)
+            new.weight[: linear.out_features] = linear.weight
+            if linear.bias is not None:
+                new.bias.zero_()
+                new.bias[: linear.out_features] = linear.bias
+        return new
+
+    for layer in model.model.layers:
+        attn = layer.self_attn
+        attn.q_proj = extended(attn.q_proj, num_heads * width)
+        attn.k_proj = extended(attn.k_proj, num_kv_heads * width)
+        attn.v_proj = extended(attn.v_proj, num_kv_heads * width)
+        out = torch.nn.Linear(num_heads * width, config.hidden_size, bias=False, dtype=attn.o_proj.weight.dtype)
+        with torch.no_grad():
+            out.weight.zero_()
+            out.weight[:, : attn.o_proj.in_features] = attn.o_proj.weight
+        attn.o_proj = out
+        attn.head_dim, attn.num_key_value_groups = width, num_heads // num_kv_heads
+    config.num_attention_heads, config.num_key_value_heads, config.head_dim = num_heads, num_kv_heads, width
+    return model
+
+
 def _train_into(folder: Path, base: Path, spec: PretrainSpec, *, progress: bool) -> None:
     start = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, attn_implementation="sdpa")
     if spec.grow_from is not None:
         model = grown_model(model, spec.base.num_layers)
+        if spec.base.num_heads > model.config.num_attention_heads:
+            model = widened_heads(model, spec.base.num_heads, spec.base.num_kv_heads, seed=spec.seed)
     losses = pretrain(model, tokenizer, spec, progress=progress)
     trained = time.perf_counter() - start
     gates = evaluate_gates(model, tokenizer, spec)

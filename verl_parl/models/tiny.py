@@ -185,7 +185,9 @@ class TinyModelSpec:
     ``vocab_size`` counts every token id: the 256 byte tokens, the BPE merges learnt from the built-in
     text, and the 3 control + 6 markup tokens. It is also the model's embedding size. ``rule_tokens`` also
     feeds the tokenizer the rule line of a markdown table of each of :data:`TABLE_WIDTHS`, so that each is one
-    token (measured, off: docs/cpu.md, "Where a table's rule ends").
+    token (measured, off: docs/cpu.md, "Where a table's rule ends"). ``head_dim`` 0 means
+    ``hidden_size // num_heads``; set, the heads may be wider in all than the hidden size (more heads of the same
+    width, grown from a checkpoint with fewer: :func:`verl_parl.models.pretrain.widened_heads`).
     """
 
     vocab_size: int = 2048
@@ -197,12 +199,15 @@ class TinyModelSpec:
     max_position_embeddings: int = 4096
     seed: int = 0
     rule_tokens: bool = False
+    head_dim: int = 0
 
     def __post_init__(self) -> None:
         errors = [f"{f.name}={getattr(self, f.name)} must be positive" for f in _positive_fields(self)]
         if self.vocab_size < _MIN_VOCAB:
             errors.append(f"vocab_size={self.vocab_size} must be at least {_MIN_VOCAB} (bytes + special tokens)")
-        if self.num_heads > 0 and self.hidden_size % self.num_heads:
+        if self.head_dim < 0:
+            errors.append(f"head_dim={self.head_dim} must be positive, or 0 for hidden_size // num_heads")
+        if self.num_heads > 0 and not self.head_dim and self.hidden_size % self.num_heads:
             errors.append(f"hidden_size={self.hidden_size} must be divisible by num_heads={self.num_heads}")
         if self.num_kv_heads > 0 and self.num_heads % self.num_kv_heads:
             errors.append(f"num_heads={self.num_heads} must be divisible by num_kv_heads={self.num_kv_heads}")
@@ -210,9 +215,9 @@ class TinyModelSpec:
             raise ValueError("invalid TinyModelSpec: " + "; ".join(errors))
 
     def digest(self) -> str:
-        """16 hex digits naming this spec built by this ``BUILDER_VERSION`` (``rule_tokens`` only when on, so
-        that older digests stay)."""
-        fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "rule_tokens" or v}
+        """16 hex digits naming this spec built by this ``BUILDER_VERSION`` (``rule_tokens`` and ``head_dim``
+        only when set, so that older digests stay)."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("rule_tokens", "head_dim") or v}
         payload = json.dumps({"builder_version": BUILDER_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -225,7 +230,8 @@ _MIN_VOCAB = 256 + len(SPECIAL_TOKENS) + len(MARKUP_TOKENS) + 64
 
 
 def _positive_fields(spec: TinyModelSpec) -> list[dataclasses.Field[Any]]:
-    return [f for f in dataclasses.fields(spec) if f.name not in ("seed", "rule_tokens") and getattr(spec, f.name) <= 0]
+    optional = ("seed", "rule_tokens", "head_dim")
+    return [f for f in dataclasses.fields(spec) if f.name not in optional and getattr(spec, f.name) <= 0]
 
 
 def default_cache_dir() -> Path:
@@ -557,6 +563,7 @@ def build_model(spec: TinyModelSpec, tokenizer: PreTrainedTokenizerFast) -> PreT
         num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.num_heads,
         num_key_value_heads=spec.num_kv_heads,
+        **({"head_dim": spec.head_dim} if spec.head_dim else {}),
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=True,
         use_sliding_window=False,
