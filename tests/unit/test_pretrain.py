@@ -530,6 +530,8 @@ def test_a_recipe_grows_heads_of_the_same_width_only() -> None:
     assert SMALL_READER.digest() == dataclasses.replace(SMALL_READER, head_dim=0).digest()
     with pytest.raises(ValueError, match="widths must match"):
         PretrainSpec(base=dataclasses.replace(wider, head_dim=32), grow_from=start)
+    with pytest.raises(ValueError, match="widths must match"):  # 3 heads do not divide the 64-wide hidden size
+        PretrainSpec(base=dataclasses.replace(wider, num_heads=3, num_kv_heads=3, head_dim=32), grow_from=start)
     with pytest.raises(ValueError, match="as many query heads"):
         PretrainSpec(base=dataclasses.replace(wider, num_kv_heads=1), grow_from=start)
     with pytest.raises(ValueError, match="heads must be at most"):

@@ -117,8 +117,10 @@ def _head_width(spec: TinyModelSpec) -> int:
 def _growth_errors(start: TinyModelSpec, base: TinyModelSpec) -> list[str]:
     """Why ``start`` cannot grow into ``base`` (:func:`grown_model`, :func:`widened_heads`): more layers and
     more heads of the same width, each key-value head still shared by as many query heads."""
-    same_heads = dataclasses.replace(start, num_heads=base.num_heads, num_kv_heads=base.num_kv_heads, head_dim=0)
-    if dataclasses.replace(same_heads, num_layers=base.num_layers) != dataclasses.replace(base, head_dim=0):
+    growable = ("num_layers", "num_heads", "num_kv_heads", "head_dim")
+    if [(k, v) for k, v in dataclasses.asdict(start).items() if k not in growable] != [
+        (k, v) for k, v in dataclasses.asdict(base).items() if k not in growable
+    ]:
         return [f"grow_from's model {start} must differ from base {base} in num_layers and heads only"]
     errors = []
     if start.num_layers > base.num_layers:

@@ -186,7 +186,7 @@ class TinyModelSpec:
     text, and the 3 control + 6 markup tokens. It is also the model's embedding size. ``rule_tokens`` also
     feeds the tokenizer the rule line of a markdown table of each of :data:`TABLE_WIDTHS`, so that each is one
     token (measured, off: docs/cpu.md, "Where a table's rule ends"). ``head_dim`` 0 means
-    ``hidden_size // num_heads``; set, the heads may be wider in all than the hidden size (more heads of the same
+    ``hidden_size // num_heads``; set, ``num_heads * head_dim`` may exceed ``hidden_size`` (more heads of the same
     width, grown from a checkpoint with fewer: :func:`verl_parl.models.pretrain.widened_heads`).
     """
 
