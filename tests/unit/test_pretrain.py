@@ -526,7 +526,7 @@ def test_a_recipe_grows_heads_of_the_same_width_only() -> None:
     start = PretrainSpec(base=SMALL_READER, steps=10, phases=((10, (1.0, 0.0, 0.0)),))
     wider = dataclasses.replace(SMALL_READER, num_layers=3, num_heads=2, num_kv_heads=2, head_dim=64)
     grown = PretrainSpec(base=wider, steps=10, phases=((10, (0.1, 0.2, 0.7)),), grow_from=start)
-    assert grown.base.digest() != dataclasses.replace(wider, head_dim=0, hidden_size=128).digest()
+    assert wider.digest() != dataclasses.replace(wider, head_dim=0).digest()  # 2 heads 64 wide, not 32
     assert SMALL_READER.digest() == dataclasses.replace(SMALL_READER, head_dim=0).digest()
     with pytest.raises(ValueError, match="widths must match"):
         PretrainSpec(base=dataclasses.replace(wider, head_dim=32), grow_from=start)
@@ -538,6 +538,30 @@ def test_a_recipe_grows_heads_of_the_same_width_only() -> None:
         PretrainSpec(base=SMALL_READER, grow_from=grown)
     with pytest.raises(ValueError, match="head_dim=-1"):
         dataclasses.replace(SMALL_READER, head_dim=-1)
+
+
+def test_a_recipe_that_grows_heads_and_layers_saves_a_model_that_computes_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build grows the start's layers and heads before it trains (training and gates stubbed here): the
+    saved checkpoint has the recipe's shape and, untrained, the start's logits."""
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setattr(pt, "pretrain", lambda model, tokenizer, spec, progress: {})
+    monkeypatch.setattr(pt, "evaluate_gates", lambda model, tokenizer, spec: {})
+    base = build_tiny_model(SMALL_READER, tmp_path / "cache", progress=False)
+    start = PretrainSpec(base=SMALL_READER, steps=10, phases=((10, (1.0, 0.0, 0.0)),))
+    wider = dataclasses.replace(SMALL_READER, num_layers=3, num_heads=2, num_kv_heads=2, head_dim=64)
+    pt._train_into(tmp_path / "grown", base, PretrainSpec(base=wider, grow_from=start), progress=False)
+    ids = torch.randint(3, SMALL_READER.vocab_size, (2, 30))
+    before, after = (
+        AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+        for path in (base, tmp_path / "grown")
+    )
+    config = after.config
+    assert (config.num_hidden_layers, config.num_attention_heads, config.head_dim) == (3, 2, 64)
+    with torch.no_grad():
+        assert torch.allclose(after(input_ids=ids).logits, before(input_ids=ids).logits, atol=1e-5)
 
 
 def test_a_stream_draws_other_samples_from_the_same_split(tokenizer: PreTrainedTokenizerBase) -> None:
