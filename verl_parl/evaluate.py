@@ -10,8 +10,9 @@ the orchestrator with frozen subagents on ``--subagent-model``, by default the s
 real chat template and tool parser), in-process, without Ray or a trainer. For rows of a built-in
 task the system prompt is the task's prompt for that mode, so every mode sees the same questions.
 Every answer is scored with the configured scorer (``reward.custom_reward_function.reward_kwargs
-.scorer``). Printed per mode: mean score, success rate, item-F1 (for table answers), critical steps,
-total steps and wall time.
+.scorer``). Printed per mode: mean score, success rate, item-F1 (for table answers), the item-F1 of the
+rows the subagents returned (``results_item_f1``: swarm episodes of table tasks, as if the answer had copied
+them all), critical steps, total steps, the share of looped responses and wall time.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class EpisodeResult:
     wall_s: float
     error: str | None = None
     looped: bool = False  # the response holds a loop (verl_parl.rewards.repetition)
+    results_item_f1: float | None = None  # table tasks: the subagents' rows as returned (rewards.scorers)
     response: str = ""  # the last segment's response (assistant turns and tool results), special tokens removed
 
 
@@ -179,6 +181,7 @@ class Evaluator:
         return list(results), time.perf_counter() - started
 
     def score(self, mode: str, index: int, row: dict[str, Any], output: Any) -> EpisodeResult:
+        from verl_parl.rewards.verl_manager import results_f1
         from verl_parl.rewards.verl_reward import compute_score
 
         outputs = output if isinstance(output, list) else [output]
@@ -202,6 +205,7 @@ class Evaluator:
             segments=len(outputs),
             wall_s=0.0,
             looped=looped(text),
+            results_item_f1=results_f1(row, extra),
             response=text,
         )
 
@@ -222,16 +226,28 @@ def summarize(results: list[EpisodeResult], wall_s: float) -> dict[str, Any]:
         "critical_steps": mean([r.critical_steps for r in results]),
         "total_steps": mean([r.total_steps for r in results]),
         "looped": mean([float(r.looped) for r in results]),
+        "results_item_f1": mean([r.results_item_f1 for r in results if r.results_item_f1 is not None]),
         "wall_s": round(wall_s, 2),
     }
 
 
 def format_table(summaries: dict[str, dict[str, Any]]) -> str:
-    columns = ("episodes", "errors", "score", "success", "item_f1", "critical_steps", "total_steps", "looped", "wall_s")
-    lines = [f"{'mode':<12}" + "".join(f"{c:>15}" for c in columns)]
+    columns = (
+        "episodes",
+        "errors",
+        "score",
+        "success",
+        "item_f1",
+        "results_item_f1",
+        "critical_steps",
+        "total_steps",
+        "looped",
+        "wall_s",
+    )
+    lines = [f"{'mode':<12}" + "".join(f"{c:>16}" for c in columns)]
     for mode, summary in summaries.items():
         cells = [summary[c] for c in columns]
-        lines.append(f"{mode:<12}" + "".join(f"{'-':>15}" if v is None else f"{v:>15.4g}" for v in cells))
+        lines.append(f"{mode:<12}" + "".join(f"{'-':>16}" if v is None else f"{v:>16.4g}" for v in cells))
     return "\n".join(lines)
 
 

@@ -41,7 +41,12 @@ PANELS = (
     Panel(
         "heldout",
         "Held-out score",
-        keys=("val-parl/item_f1/mean", "val-parl/score/mean", "val-parl/wide/item_f1/mean"),
+        keys=(
+            "val-parl/item_f1/mean",
+            "val-parl/score/mean",
+            "val-parl/wide/item_f1/mean",
+            "val-parl/results_item_f1/mean",
+        ),
         prefixes=("val-core/",),
     ),
     Panel(

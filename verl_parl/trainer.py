@@ -79,6 +79,7 @@ HELDOUT_FIELDS = (
     "num_assigned",
     "spurious_fraction",
     "looped",
+    "results_item_f1",
 )
 
 
@@ -109,7 +110,9 @@ def heldout_row(extra: Any) -> dict[str, float]:
     accounting; a loop without subagents (``researcher``) counts each turn as one step of both and
     parallelism 0 (no subagent launched, as :func:`verl_parl.swarm.accounting.parallelism` defines).
     ``spurious_fraction``: the ``parl`` reward's share of spurious subagents (:mod:`verl_parl.rewards.guard`);
-    ``looped``: 1 if the ``parl`` reward found a loop in the response (:mod:`verl_parl.rewards.repetition`)."""
+    ``looped``: 1 if the ``parl`` reward found a loop in the response (:mod:`verl_parl.rewards.repetition`);
+    ``results_item_f1``: on table tasks, the item-F1 of the rows the subagents returned, as if the answer had
+    copied them all (:func:`verl_parl.rewards.scorers.results_item_f1`)."""
     if not isinstance(extra, dict):
         return {}
     info = extra.get("reward_extra_info")
@@ -124,6 +127,7 @@ def heldout_row(extra: Any) -> dict[str, float]:
         "num_assigned": [extra.get("parl_num_assigned"), 0.0 if _number(extra.get("parl_turns")) is not None else None],
         "spurious_fraction": [info.get("parl_spurious_fraction")],
         "looped": [info.get("parl_looped")],
+        "results_item_f1": [info.get("parl_results_item_f1")],
     }
     for name, values in candidates.items():
         found = next((v for v in map(_number, values) if v is not None), None)

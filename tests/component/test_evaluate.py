@@ -68,6 +68,28 @@ def test_scoring_reads_the_last_segment_and_the_accounting(model_path: Path) -> 
     assert evaluate.summarize([result, looping], 1.0)["looped"] == 0.5
 
 
+def test_swarm_episodes_of_table_tasks_also_score_the_rows_their_subagents_returned(model_path: Path) -> None:
+    from verl.utils import hf_tokenizer
+
+    tokenizer = hf_tokenizer(str(model_path))
+    evaluator = evaluate.Evaluator(None, None, tokenizer, None, "table")  # type: ignore[arg-type]
+    row = {
+        "reward_model": {"ground_truth": "country,capital\nPeru,Lima\nChad,N'Djamena\n"},
+        "extra_info": {"keys": "country"},
+    }
+    found = [
+        {"stage": 0, "returned": True, "result": r} for r in ("| country | capital |\n| Peru | Lima |", "| Chad |")
+    ]
+    answer = "<answer>| country | capital |\n|---|---|\n| Peru | Quito |</answer>"
+    last = SimpleNamespace(response_ids=tokenizer.encode(answer), extra_fields={"parl_subagents": found})
+    result = evaluator.score("parl_swarm", 0, row, [last])
+    assert result.item_f1 == pytest.approx(2 * (1 / 2) * (1 / 4) / (1 / 2 + 1 / 4))  # Peru's key cell of 4
+    assert result.results_item_f1 == pytest.approx(3 / 4)  # Peru's two cells and Chad's key, of 4 each way
+    single = evaluator.score("researcher", 1, row, [SimpleNamespace(response_ids=last.response_ids, extra_fields={})])
+    assert single.results_item_f1 is None  # no subagents
+    assert evaluate.summarize([result, single], 1.0)["results_item_f1"] == pytest.approx(3 / 4)
+
+
 def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for argv, needle in [
         (["--model", str(tmp_path / "nope"), "--data", str(tmp_path)], "--model"),

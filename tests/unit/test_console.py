@@ -31,6 +31,7 @@ STEP = {
     "timing_s/step": 21.34,
     "val-parl/item_f1/mean": 0.0833,
     "val-parl/score/mean": 0.35,
+    "val-parl/results_item_f1/mean": 0.25,
     "actor/grad_norm": 0.7,  # never shown
 }
 
@@ -38,7 +39,8 @@ STEP = {
 def test_a_step_line_shows_reward_terms_swarm_metrics_time_and_heldout() -> None:
     assert format_step(STEP, total_steps=20) == (
         "[verl-parl] step 3/20  reward 0.412 (perf 0.350, parallel 0.050, finish 0.013)"
-        "  critical steps 6.25  parallelism 2.12  looped 0.31  21.3 s/step  held-out item-F1 0.083, score 0.350"
+        "  critical steps 6.25  parallelism 2.12  looped 0.31  21.3 s/step  held-out item-F1 0.083, score 0.350,"
+        " results item-F1 0.250"
     )
 
 

@@ -56,6 +56,13 @@ def test_looped_is_the_share_of_episodes_the_reward_found_a_loop_in() -> None:
     assert heldout_metrics(rows)["val-parl/looped/mean"] == pytest.approx(1 / 3)
 
 
+def test_results_item_f1_is_averaged_over_the_episodes_that_report_it() -> None:
+    rows = [swarm_episode(0.25, 3, 9, 2.0, 2) for _ in range(3)]
+    for row, found in zip(rows, (0.5, 0.75), strict=False):  # the last (a short-answer task) reports none
+        row["reward_extra_info"]["parl_results_item_f1"] = found
+    assert heldout_metrics(rows)["val-parl/results_item_f1/mean"] == pytest.approx(0.625)
+
+
 def test_researcher_episode_counts_turns_as_steps_and_no_parallelism() -> None:
     extra = {"parl_turns": 4.0, "parl_invalid_tool_calls": 0.0, "reward_extra_info": {"score": 0.2, "item_f1": 0.2}}
     assert heldout_row(extra) == {

@@ -176,6 +176,20 @@ async def test_parl_manager_credits_per_parl_reward_credit(mode: str, r_parallel
     assert info["parl_spurious_fraction"] == 0.5  # logged in both modes
 
 
+async def test_parl_manager_scores_the_rows_the_subagents_returned_on_table_tasks() -> None:
+    manager = make_manager()
+    wide = {"keys": "country", "question": "Look up the capital of each of these countries: Germany; France."}
+    item = make_item("7", swarm_extra("Find the capital of France."), 1, "country,capital\nGermany,Berlin\n", wide)
+    info = (await manager.run_single(item))["reward_extra_info"]
+    # both subagents returned "| Germany | Berlin |": the first row is right, its repeat is a duplicate key
+    assert info["parl_results_item_f1"] == 1.0
+    assert reward_metrics([info])["parl/results_item_f1/mean"] == 1.0
+    deep = (await manager.run_single(make_item("7", swarm_extra("Find 7."), 1)))["reward_extra_info"]
+    assert "parl_results_item_f1" not in deep  # a short answer, not a keyed table
+    single = await manager.run_single(make_item("7", {}, 1, "country,capital\nGermany,Berlin\n", wide))
+    assert "parl_results_item_f1" not in single["reward_extra_info"]  # no subagents: nothing to score
+
+
 async def test_parl_manager_reads_the_question_from_the_chat_prompt_and_reports_zero_without_subagents() -> None:
     manager = make_manager()
     item = make_item("7", swarm_extra("compute 12 * 9"), 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_parl.rewards.scorers import table_scorer
+from verl_parl.rewards.scorers import results_item_f1, table_scorer
 from verl_parl.rewards.table import (
     Table,
     TableSpec,
@@ -16,6 +16,7 @@ from verl_parl.rewards.table import (
     parse_date,
     parse_markdown_table,
     read_csv_table,
+    result_rows,
     score_table_answer,
 )
 
@@ -156,3 +157,29 @@ def test_llm_metric_without_a_judge_is_a_setup_error() -> None:
     score = score_table_answer(PERFECT, GOLD, TableSpec(keys=("country",), metrics={"gdp": "llm"}))
     assert score.item_f1 == 0.0
     assert "llm metric needs a judge" in score.reason
+
+
+def test_result_rows_keep_every_row_as_written_and_drop_headers_and_rules() -> None:
+    results = [
+        "| Nation | YEAR | gdp |\n| France | 2020 | 2630 |",  # a restated header (alias, case) above the row
+        "|---|---|---|\n| Japan | 2021 |",  # a rule, then a row one cell short: padded
+        "error: the subagent timed out",  # not a row
+        "| Brazil | 2019 | 1870 | 7 |",  # a cell too many: cut
+    ]
+    assert result_rows(results, GOLD.columns, SPEC.aliases) == Table(
+        GOLD.columns, (("France", "2020", "2630"), ("Japan", "2021", ""), ("Brazil", "2019", "1870"))
+    )
+
+
+def test_results_item_f1_scores_the_rows_as_an_answer_that_copied_them_all() -> None:
+    gold = {"csv": "country,year,gdp\nFrance,2020,2630\nJapan,2021,4940\n", "keys": "country"}
+    gold["metrics"] = {"gdp": "number", "year": "number"}
+    results = ["| country | year | gdp |\n| France | 2020 | 2,630 |", "| Japan | 1990 | 4940 |"]
+    assert results_item_f1(results, gold) == pytest.approx(5 / 6)  # 5 of 6 cells right, no extra rows
+    assert results_item_f1(results, gold["csv"], {"keys": ["country"], "metrics": gold["metrics"]}) == pytest.approx(
+        5 / 6
+    )  # the research suite's form: CSV ground truth, options in extra_info
+    assert results_item_f1([], gold) == 0.0  # nothing came back
+    assert results_item_f1(results, "EUR", {"keys": ""}) is None  # a short answer (a deep task), not a keyed table
+    assert results_item_f1(results, {**gold, "metrics": {"gdp": "llm"}}) is None  # a diagnostic asks no judge
+    assert results_item_f1(results, {**gold, "keys": "nation"}) is None  # the gold lacks its key column

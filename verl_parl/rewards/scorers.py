@@ -20,12 +20,21 @@ A column with metric ``llm`` is judged by the run's judge, else the environment'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from verl_parl.plugin import hookimpl
 from verl_parl.registry import Register, ScorerSpec
-from verl_parl.rewards.table import Table, TableError, TableSpec, read_csv_table, score_table_answer
+from verl_parl.rewards.table import (
+    Table,
+    TableError,
+    TableSpec,
+    gold_errors,
+    read_csv_table,
+    result_rows,
+    score_table_answer,
+    score_tables,
+)
 from verl_parl.rewards.text_match import exact_match_scorer, extract_answer, token_f1_scorer
 
 
@@ -77,14 +86,41 @@ def _table_spec(gold: Mapping[str, Any], judge: Any = None) -> TableSpec:
     )
 
 
+def _gold(ground_truth: Any, extra_info: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A ``table`` ground truth with the options ``extra_info`` adds (a plain ground truth is the CSV)."""
+    gold = {**dict(extra_info or {}), **(dict(ground_truth) if isinstance(ground_truth, Mapping) else {})}
+    if not isinstance(ground_truth, Mapping):
+        gold["csv"] = str(ground_truth)
+    return gold
+
+
+def results_item_f1(
+    results: Sequence[str], ground_truth: Any, extra_info: Mapping[str, Any] | None = None
+) -> float | None:
+    """Item-F1 of the table rows in ``results`` (the subagents' replies), scored as the ``table`` scorer scores an
+    answer that copied every one of them as returned (:func:`~verl_parl.rewards.table.result_rows`).
+
+    What the subagents found, against what the answer kept: the diagnostic ``results_item_f1``
+    (docs/rewards.md). None when the ground truth is not a table with key columns, or a column is judged by
+    an LLM (a diagnostic does not call a judge)."""
+    gold = _gold(ground_truth, extra_info)
+    if not _listed(gold.get("keys")) or "llm" in dict(gold.get("metrics") or {}).values():
+        return None
+    try:
+        table, spec = gold_table(gold), _table_spec(gold)
+    except TableError:
+        return None
+    if gold_errors(table, spec):
+        return None
+    return score_tables(result_rows(results, table.columns, spec.aliases), table, spec).item_f1
+
+
 def table_scorer(
     solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None, judge: Any = None
 ) -> dict[str, Any]:
     """Registered scorer ``table``: item-F1 as ``score`` plus every table metric and the ``reason``
     (``llm`` columns use ``judge``, an :class:`~verl_parl.rewards.judge.LLMJudge`, else the environment's)."""
-    gold = {**dict(extra_info or {}), **(dict(ground_truth) if isinstance(ground_truth, Mapping) else {})}
-    if not isinstance(ground_truth, Mapping):
-        gold["csv"] = str(ground_truth)
+    gold = _gold(ground_truth, extra_info)
     try:
         table, spec = gold_table(gold), _table_spec(gold, judge)
     except TableError as exc:

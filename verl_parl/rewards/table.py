@@ -132,6 +132,27 @@ def parse_markdown_table(text: str) -> tuple[Table, list[str]]:
     return Table(header, tuple(rows)), notes
 
 
+def result_rows(texts: Sequence[str], columns: Sequence[str], aliases: Mapping[str, Sequence[str]]) -> Table:
+    """The table rows written in ``texts`` (e.g. subagents' results), in order, as a table of ``columns``.
+
+    Every line that starts with ``|`` is a row, except ``|---|`` rules and header lines (every cell a name
+    or an alias of one of ``columns``); a row narrower or wider than ``columns`` is padded or cut, as an
+    answer's row is. E.g. ``["| country | capital |\\n| Peru | Lima |"]`` with columns ``("country",
+    "capital")`` → ``Table(("country", "capital"), (("Peru", "Lima"),))``.
+    """
+    names = {normalize_header(n) for c in columns for n in (c, *aliases.get(c, ()))}
+    rows = []
+    for text in texts:
+        for line in map(str.strip, text.splitlines()):
+            if not line.startswith("|") or _SEPARATOR.match(line.replace(" ", "")):
+                continue
+            cells = _split_row(line)
+            if all(normalize_header(cell) in names for cell in cells):
+                continue
+            rows.append(tuple((cells + [""] * len(columns))[: len(columns)]))
+    return Table(tuple(columns), tuple(rows))
+
+
 def read_csv_table(text: str) -> Table:
     """A gold table from CSV text (first row is the header)."""
     try:

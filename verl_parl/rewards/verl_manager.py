@@ -8,7 +8,9 @@ schedules of ``parl.reward`` at the episode's global step. Every term is returne
 terms are the registered reward form's (:mod:`verl_parl.rewards.forms`) named by ``parl.reward.form``.
 ``parl.reward.credit`` decides which subagent assignments earn ``r_parallel`` and ``r_finish``
 (:mod:`verl_parl.rewards.guard`); each episode's ``parl_spurious_fraction`` is returned either way, and
-``parl_looped`` (1.0 when the response holds a loop, :mod:`verl_parl.rewards.repetition`; no term reads it).
+``parl_looped`` (1.0 when the response holds a loop, :mod:`verl_parl.rewards.repetition`; no term reads it), and
+on table tasks ``parl_results_item_f1`` (the item-F1 of the rows the subagents returned, as if the answer had
+copied them all: what they found, against what the answer kept; no term reads it either).
 
 The run's LLM judge (``parl.reward.judge``, :func:`verl_parl.rewards.judge.build_judge`) is built once
 per manager and handed to the score function as ``judge=`` (our scorer bridge passes it on to the
@@ -33,6 +35,7 @@ from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats
 from verl_parl.rewards.repetition import looped
+from verl_parl.rewards.scorers import results_item_f1
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ INFRA_FAILED_KEY = "parl_infra_failed"
 SPURIOUS_KEY = "parl_spurious_fraction"
 LOOPED_KEY = "parl_looped"  # 1.0 when the response holds a loop (verl_parl.rewards.repetition)
 POLICY_LOOPED_KEY = "parl_policy_looped"  # 1.0 when one of the policy's own turns loops (the agent loop reports it)
+RESULTS_F1_KEY = "parl_results_item_f1"  # item-F1 of the subagents' rows as returned (verl_parl.rewards.scorers)
 
 
 def reward_config_from(config: Any) -> ParlRewardConfig:
@@ -77,6 +81,20 @@ def task_of(non_tensor: Mapping[str, Any]) -> TaskTerms:
     extra_info = non_tensor.get("extra_info")
     extra_info = extra_info if isinstance(extra_info, Mapping) else {}
     return task_terms(ground_truth, extra_info, question_of(extra_info, non_tensor.get("raw_prompt")))
+
+
+def results_f1(non_tensor: Mapping[str, Any], extra: Mapping[str, Any]) -> float | None:
+    """Item-F1 of the table rows the episode's subagents returned (:func:`~verl_parl.rewards.scorers.results_item_f1`);
+    None for an episode without subagent records or a task whose ground truth is not a keyed table."""
+    runs = subagent_runs(extra)
+    if runs is None:
+        return None
+    reward_model = non_tensor.get("reward_model")
+    ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
+    extra_info = non_tensor.get("extra_info")
+    return results_item_f1(
+        [run.result for run in runs], ground_truth, extra_info if isinstance(extra_info, Mapping) else {}
+    )
 
 
 def credited(
@@ -152,6 +170,9 @@ class ParlRewardManager(RewardManagerBase):
                 info["parl_reward"] = 0.0
         info.setdefault(INFRA_FAILED_KEY, float(bool(extra.get(INFRA_FAILED_KEY, False))))
         info[LOOPED_KEY] = float(looped(self._response_text(item)))
+        found = results_f1(item.non_tensor_batch, extra)
+        if found is not None:
+            info[RESULTS_F1_KEY] = found
         return {"reward_score": info["parl_reward"], "reward_extra_info": info}
 
     def _response_text(self, item: Any) -> str:
