@@ -83,7 +83,8 @@ def test_swarm_episodes_of_table_tasks_also_score_the_rows_their_subagents_retur
     answer = "<answer>| country | capital |\n|---|---|\n| Peru | Quito |</answer>"
     last = SimpleNamespace(response_ids=tokenizer.encode(answer), extra_fields={"parl_subagents": found})
     result = evaluator.score("parl_swarm", 0, row, [last])
-    assert result.item_f1 == pytest.approx(2 * (1 / 2) * (1 / 4) / (1 / 2 + 1 / 4))  # Peru's key cell of 4
+    # the answer has Peru's key right: 1 cell of the 2 it wrote, of the 4 asked
+    assert result.item_f1 == pytest.approx(2 * (1 / 2) * (1 / 4) / (1 / 2 + 1 / 4))
     assert result.results_item_f1 == pytest.approx(3 / 4)  # Peru's two cells and Chad's key, of 4 each way
     single = evaluator.score("researcher", 1, row, [SimpleNamespace(response_ids=last.response_ids, extra_fields={})])
     assert single.results_item_f1 is None  # no subagents
