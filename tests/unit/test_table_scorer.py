@@ -183,3 +183,5 @@ def test_results_item_f1_scores_the_rows_as_an_answer_that_copied_them_all() -> 
     assert results_item_f1(results, "EUR", {"keys": ""}) is None  # a short answer (a deep task), not a keyed table
     assert results_item_f1(results, {**gold, "metrics": {"gdp": "llm"}}) is None  # a diagnostic asks no judge
     assert results_item_f1(results, {**gold, "keys": "nation"}) is None  # the gold lacks its key column
+    assert results_item_f1(results, {**gold, "metrics": ["number"]}) is None  # malformed options: no crash
+    assert results_item_f1(results, {"keys": "country"}) is None  # no table at all

@@ -104,11 +104,12 @@ def results_item_f1(
     (docs/rewards.md). None when the ground truth is not a table with key columns, or a column is judged by
     an LLM (a diagnostic does not call a judge)."""
     gold = _gold(ground_truth, extra_info)
-    if not _listed(gold.get("keys")) or "llm" in dict(gold.get("metrics") or {}).values():
+    metrics = gold.get("metrics") or {}
+    if not _listed(gold.get("keys")) or (isinstance(metrics, Mapping) and "llm" in metrics.values()):
         return None
     try:
         table, spec = gold_table(gold), _table_spec(gold)
-    except TableError:
+    except TableError:  # a malformed gold: the scorer reports it, a diagnostic stays quiet
         return None
     if gold_errors(table, spec):
         return None
