@@ -118,9 +118,11 @@ def _growth_errors(start: TinyModelSpec, base: TinyModelSpec) -> list[str]:
     """Why ``start`` cannot grow into ``base`` (:func:`grown_model`, :func:`widened_heads`): more layers and
     more heads of the same width, each key-value head still shared by as many query heads."""
     growable = ("num_layers", "num_heads", "num_kv_heads", "head_dim")
-    if [(k, v) for k, v in dataclasses.asdict(start).items() if k not in growable] != [
-        (k, v) for k, v in dataclasses.asdict(base).items() if k not in growable
-    ]:
+
+    def fixed(spec: TinyModelSpec) -> dict[str, object]:
+        return {k: v for k, v in dataclasses.asdict(spec).items() if k not in growable}
+
+    if fixed(start) != fixed(base):
         return [f"grow_from's model {start} must differ from base {base} in num_layers and heads only"]
     errors = []
     if start.num_layers > base.num_layers:

@@ -74,12 +74,17 @@ def episode_step(non_tensor: Mapping[str, Any], extra: Mapping[str, Any]) -> int
     return 0
 
 
-def task_of(non_tensor: Mapping[str, Any]) -> TaskTerms:
-    """What a useful subagent prompt must name, from the sample's ground truth, ``extra_info`` and prompt."""
+def gold_of(non_tensor: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any]]:
+    """The sample's ground truth (None when absent) and its ``extra_info`` (``{}`` when absent)."""
     reward_model = non_tensor.get("reward_model")
     ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
     extra_info = non_tensor.get("extra_info")
-    extra_info = extra_info if isinstance(extra_info, Mapping) else {}
+    return ground_truth, extra_info if isinstance(extra_info, Mapping) else {}
+
+
+def task_of(non_tensor: Mapping[str, Any]) -> TaskTerms:
+    """What a useful subagent prompt must name, from the sample's ground truth, ``extra_info`` and prompt."""
+    ground_truth, extra_info = gold_of(non_tensor)
     return task_terms(ground_truth, extra_info, question_of(extra_info, non_tensor.get("raw_prompt")))
 
 
@@ -89,12 +94,7 @@ def results_f1(non_tensor: Mapping[str, Any], extra: Mapping[str, Any]) -> float
     runs = subagent_runs(extra)
     if runs is None:
         return None
-    reward_model = non_tensor.get("reward_model")
-    ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
-    extra_info = non_tensor.get("extra_info")
-    return results_item_f1(
-        [run.result for run in runs], ground_truth, extra_info if isinstance(extra_info, Mapping) else {}
-    )
+    return results_item_f1([run.result for run in runs], *gold_of(non_tensor))
 
 
 def credited(
