@@ -285,7 +285,7 @@ def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyP
         assert all(turn["content"] == "" for turn in turns)  # no row quoted (that taught the reader to repeat rows)
         last_row = replies[-1].splitlines()[-1]  # the final message answers the last row's cell
         final = demo.messages[-1]["content"]
-        assert final == f"<answer>{last_row.split(' | ')[-1].removesuffix(' |')}</answer>"
+        assert final == f"<answer> {last_row.split(' | ')[-1].removesuffix(' |')}</answer>"  # the row's tokens
         extra = {"task_kind": "deep", "answer_metric": "exact_match"}
         assert research_scorer(final, demo.meta["answer"], extra)["acc"] == 1.0, (final, demo.meta["answer"])
     looked_up = [d for d in (demos.research_subagent(rng) for _ in range(80)) if d.meta["part"] == "hop"]
@@ -298,6 +298,25 @@ def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(demos, "DEEP_HOPS", False)
     assert not [d for d in (demos.research_orchestrator(rng) for _ in range(30)) if d.meta["style"] == "hops"]
     assert not [d for d in (demos.research_subagent(rng) for _ in range(80)) if d.meta["part"] == "hop"]
+
+
+@pytest.mark.parametrize("lists", [True, False])
+def test_a_neighbour_part_is_a_neighbour_list_when_asked(monkeypatch: pytest.MonkeyPatch, lists: bool) -> None:
+    from verl_parl.tasks.research import demos
+
+    monkeypatch.setattr(demos, "NEIGHBOUR_LISTS", lists)
+    rng = random.Random(13)
+    parts = [demos.research_subagent(rng) for _ in range(120)]
+    listed = [d for d in parts if d.meta["part"] == "neighbours"]
+    # one draw in five is a neighbour part; without the flag most of them fall through to a row lookup
+    assert (len(listed) >= 15) if lists else (len(listed) <= 10)
+    for demo in listed:  # one search for the country the question names; its neighbours, as its page lists them
+        center = re.fullmatch(r"Which countries share a land border with (.+)\? Reply .*", demo.messages[1]["content"])
+        assert center
+        search = demo.messages[2]["tool_calls"][0]["function"]["arguments"]["queries"]
+        assert [q.strip() for q in search] == [center.group(1)]
+        names = demo.messages[-1]["content"].split(", ")
+        assert names and all(name in demo.messages[-2]["content"] for name in names)
 
 
 def test_trie_pattern_matches_what_the_longest_first_alternation_matches() -> None:

@@ -114,6 +114,18 @@ itself. On since the reader is pretrained on chains (``hop_share`` in :mod:`verl
 greedy, on 256 held-out suite tasks, the swarm's item-F1 is 0.187 (deep 0.026, wide 0.240) against 0.150
 (deep 0, wide 0.199) before. Quoting each row again above the next call, tried too, taught the reader to
 repeat rows (docs/cpu.md)."""
+NEIGHBOUR_LISTS = True
+"""Whether a subagent demonstration drawn as a neighbour list (one in five) is always one: the subagent reads a
+country's page and replies with its neighbours' names. Off: that draw makes a neighbour list only when the wide
+task drawn for it happens to be a ``wide_neighbours`` one (a row lookup otherwise), so only 49 of 1,000 subagent
+demonstrations were lists, and held-out lists came back as garbage (``Cualbb, Noras`` for Finland): every
+``wide_neighbours`` task of the 64 held-out ones scored 0 (docs/cpu.md)."""
+SPACED_CELL_ANSWER = True
+"""Whether a chain's answer keeps the space that stands before the last row's cell (``<answer> SEK</answer>``
+after ``| Sweden | SEK |``; the scorers strip it). The byte-level tokenizer writes `` SEK`` and ``SEK`` as
+different tokens, so without the space the answer is not a copy of the row's tokens: the shipped cold start,
+greedy after ``<answer>`` on 20 held-out chains, wrote ``1`` first in 18 (``1| country |``, ``12351300`` for
+2351300) and the right answer in 1 (docs/cpu.md). Numbers are written one digit a token either way."""
 _POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
     "capital_population": _POPULATION_WORDS,
@@ -196,12 +208,14 @@ def demo_world(seed: int = 0, split: str = "train") -> DemoWorld:
 # ------------------------------------------------------------------------------------------ drawing
 
 
-def _draw_task(dw: DemoWorld, rng: random.Random, kind: str) -> Task:
-    """A task of ``kind`` over the training pool whose every page is findable by its title."""
+def _draw_task(dw: DemoWorld, rng: random.Random, kind: str, type_name: str | None = None) -> Task:
+    """A task of ``kind`` (of type ``type_name`` if given, else of any type) over the training pool whose every
+    page is findable by its title."""
     samplers = dw.samplers[kind]
+    names = [type_name] if type_name is not None else sorted(samplers)
     for _ in range(_MAX_DRAWS):
         try:
-            task = samplers[rng.choice(sorted(samplers))](rng)
+            task = samplers[rng.choice(names)](rng)
         except _NoTaskError:
             continue
         if all(dw.findable(d) for d in task.gold_docids):
@@ -367,7 +381,10 @@ def research_subagent(rng: random.Random) -> Demo:
         reply, _ = _deep_reply(task, dw)
         messages = _subagent_messages(system, _deep_prompt(task), _hops(task, dw), dw, reply)
         return Demo("subagent", messages, [dw.search_schema], {"answer": reply, "part": part})
-    task = _draw_task(dw, rng, WIDE)
+    if part == "neighbours" and NEIGHBOUR_LISTS:
+        task = _draw_task(dw, rng, WIDE, "wide_neighbours")
+    else:
+        task = _draw_task(dw, rng, WIDE)
     if part == "neighbours" and task.type == "wide_neighbours":
         center = dw.title(task.gold_docids[0])
         names = ", ".join(row[0] for row in task.rows)
@@ -452,7 +469,7 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
             assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _lookup_prompt(hop.name, hop.columns)})
             messages += [_turn([*head, assign]), *_results([*head_results, _row_reply(hop.columns, hop.row)])]
             head, head_results = [], []
-        messages.append({"role": "assistant", "content": _answer(hops[-1].cell)})
+        messages.append({"role": "assistant", "content": _answer((" " if SPACED_CELL_ANSWER else "") + hops[-1].cell)})
         return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": "hops"})
     if kind == DEEP:
         assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _deep_prompt(task)})
