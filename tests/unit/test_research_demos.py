@@ -261,11 +261,13 @@ def test_deep_replies_quote_the_evidence_sentence_when_asked(monkeypatch: pytest
         assert research_scorer(final, demo.meta["answer"], extra)["acc"] == 1.0, (final, demo.meta["answer"])
 
 
-def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("spaced", [False, True])
+def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyPatch, spaced: bool) -> None:
     from verl_parl.tasks.research import demos
     from verl_parl.tasks.research.scoring import research_scorer
 
     monkeypatch.setattr(demos, "DEEP_HOPS", True)
+    monkeypatch.setattr(demos, "SPACED_CELL_ANSWER", spaced)
     rng = random.Random(5)
     hops = [d for d in (demos.research_orchestrator(rng) for _ in range(60)) if d.meta["style"] == "hops"]
     assert len(hops) >= 3
@@ -285,7 +287,8 @@ def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyP
         assert all(turn["content"] == "" for turn in turns)  # no row quoted (that taught the reader to repeat rows)
         last_row = replies[-1].splitlines()[-1]  # the final message answers the last row's cell
         final = demo.messages[-1]["content"]
-        assert final == f"<answer> {last_row.split(' | ')[-1].removesuffix(' |')}</answer>"  # the row's tokens
+        cell = last_row.split(" | ")[-1].removesuffix(" |")
+        assert final == f"<answer>{' ' if spaced else ''}{cell}</answer>"  # spaced: the row's tokens, as written there
         extra = {"task_kind": "deep", "answer_metric": "exact_match"}
         assert research_scorer(final, demo.meta["answer"], extra)["acc"] == 1.0, (final, demo.meta["answer"])
     looked_up = [d for d in (demos.research_subagent(rng) for _ in range(80)) if d.meta["part"] == "hop"]

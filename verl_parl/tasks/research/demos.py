@@ -114,18 +114,23 @@ itself. On since the reader is pretrained on chains (``hop_share`` in :mod:`verl
 greedy, on 256 held-out suite tasks, the swarm's item-F1 is 0.187 (deep 0.026, wide 0.240) against 0.150
 (deep 0, wide 0.199) before. Quoting each row again above the next call, tried too, taught the reader to
 repeat rows (docs/cpu.md)."""
-NEIGHBOUR_LISTS = True
+NEIGHBOUR_LISTS = False
 """Whether a subagent demonstration drawn as a neighbour list (one in five) is always one: the subagent reads a
-country's page and replies with its neighbours' names. Off: that draw makes a neighbour list only when the wide
-task drawn for it happens to be a ``wide_neighbours`` one (a row lookup otherwise), so only 49 of 1,000 subagent
-demonstrations were lists, and held-out lists came back as garbage (``Cualbb, Noras`` for Finland): every
-``wide_neighbours`` task of the 64 held-out ones scored 0 (docs/cpu.md)."""
-SPACED_CELL_ANSWER = True
+country's page and replies with its neighbours' names. Off (shipped): that draw makes a list only when the wide
+task drawn for it is a ``wide_neighbours`` one, a row lookup otherwise (49 lists in 1,000 subagent
+demonstrations). Tried once (seed 0, with :data:`SPACED_CELL_ANSWER`; docs/cpu.md): four times the lists did not
+teach them (greedy, 256 held-out tasks: 3 of 108 listed names right, 5 of 172 before; the lists are mostly the
+page's largest cities, ``Blantyre, Mzuzu`` for Malawi), and the rows they replaced were missed (the subagents'
+rows scored 0.213 against 0.239)."""
+SPACED_CELL_ANSWER = False
 """Whether a chain's answer keeps the space that stands before the last row's cell (``<answer> SEK</answer>``
 after ``| Sweden | SEK |``; the scorers strip it). The byte-level tokenizer writes `` SEK`` and ``SEK`` as
 different tokens, so without the space the answer is not a copy of the row's tokens: the shipped cold start,
-greedy after ``<answer>`` on 20 held-out chains, wrote ``1`` first in 18 (``1| country |``, ``12351300`` for
-2351300) and the right answer in 1 (docs/cpu.md). Numbers are written one digit a token either way."""
+greedy after ``<answer>`` on 20 held-out chains (the rows given), writes ``1`` first in 18 (``1| country |``,
+``12351300`` for 2351300) and no answer right. Two cold starts with it (seed 0; docs/cpu.md) answered 18 and 10
+of the 20, and chains whose answer is a name went from 0 to 0.10-0.17 item-F1 in one of them, but whole tasks
+scored within one cold start's noise of the shipped one, lower on the default run's 64 (0.142 and 0.137 against
+0.164), higher on 256 (0.111 and 0.102 against 0.094): off, so the shipped checkpoint stands."""
 _POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
     "capital_population": _POPULATION_WORDS,
@@ -381,10 +386,7 @@ def research_subagent(rng: random.Random) -> Demo:
         reply, _ = _deep_reply(task, dw)
         messages = _subagent_messages(system, _deep_prompt(task), _hops(task, dw), dw, reply)
         return Demo("subagent", messages, [dw.search_schema], {"answer": reply, "part": part})
-    if part == "neighbours" and NEIGHBOUR_LISTS:
-        task = _draw_task(dw, rng, WIDE, "wide_neighbours")
-    else:
-        task = _draw_task(dw, rng, WIDE)
+    task = _draw_task(dw, rng, WIDE, "wide_neighbours" if part == "neighbours" and NEIGHBOUR_LISTS else None)
     if part == "neighbours" and task.type == "wide_neighbours":
         center = dw.title(task.gold_docids[0])
         names = ", ".join(row[0] for row in task.rows)
