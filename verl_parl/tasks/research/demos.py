@@ -119,9 +119,9 @@ NEIGHBOUR_LISTS = False
 country's page and replies with its neighbours' names. Off (shipped): that draw makes a list only when the wide
 task drawn for it is a ``wide_neighbours`` one, a row lookup otherwise (49 lists in 1,000 subagent
 demonstrations). Tried once (seed 0, with :data:`SPACED_CELL_ANSWER`; docs/cpu.md): four times the lists did not
-teach them (greedy, 256 held-out tasks: 3 of 108 listed names right, 5 of 172 before; the lists are mostly the
-page's largest cities, ``Blantyre, Mzuzu`` for Malawi), and the rows they replaced were missed (the subagents'
-rows scored 0.213 against 0.239)."""
+teach them (greedy, 256 held-out tasks: 3 of the 108 neighbours of the 25 lists returned right, 5 of 172 of 39
+before; the lists are mostly the page's largest cities, ``Blantyre, Mzuzu`` for Malawi), and the rows they replaced
+were missed (the subagents' rows scored 0.213 against 0.239)."""
 SPACED_CELL_ANSWER = False
 """Whether a chain's answer keeps the space that stands before the last row's cell (``<answer> SEK</answer>``
 after ``| Sweden | SEK |``; the scorers strip it). The byte-level tokenizer writes `` SEK`` and ``SEK`` as
