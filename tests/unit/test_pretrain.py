@@ -434,6 +434,19 @@ def test_lookup_scores_by_hand() -> None:
     assert lookup_scores("Hungary", call, header, gold, header) == (True, 2, 0, False)
 
 
+def test_neighbour_scores_by_hand() -> None:
+    from verl_parl.models.coldstart_eval import neighbour_scores
+
+    call = '<tool_call>\n{"name": "search", "arguments": {"queries": [" niger"], "k": 1}}\n</tool_call>'
+    neighbours = ["Nigeria", "Chad", "Mali"]
+    sentence = "The neighbouring countries of Niger are Nigeria, Chad and Mali."
+    assert neighbour_scores("Niger", neighbours, call, sentence) == (True, 3)
+    assert neighbour_scores("Niger", neighbours, call, "nigeria, CHAD") == (True, 2)
+    # whole words only: Niger is not a neighbour named in "Nigeria", nor Mali in "Somalia"
+    assert neighbour_scores("Chad", ["Niger", "Mali"], call, "Nigeria, Somalia") == (False, 0)
+    assert neighbour_scores("Niger", neighbours, "no call at all", "") == (False, 0)
+
+
 def test_values_are_taken_as_the_page_writes_them() -> None:
     from verl_parl.tasks.research.corpus import as_written
 

@@ -322,6 +322,48 @@ def test_a_neighbour_part_is_a_neighbour_list_when_asked(monkeypatch: pytest.Mon
         assert names and all(name in demo.messages[-2]["content"] for name in names)
 
 
+@pytest.mark.parametrize("sentence", [True, False])
+def test_neighbour_lists_copy_the_pages_sentence_when_asked(monkeypatch: pytest.MonkeyPatch, sentence: bool) -> None:
+    from verl_parl.tasks.research import demos
+
+    monkeypatch.setattr(demos, "NEIGHBOUR_LISTS", True)
+    monkeypatch.setattr(demos, "NEIGHBOUR_SENTENCE", sentence)
+    rng = random.Random(13)
+    listed = [d for d in (demos.research_subagent(rng) for _ in range(60)) if d.meta["part"] == "neighbours"]
+    assert listed
+    for demo in listed:
+        reply, page, names = demo.messages[-1]["content"], demo.messages[-2]["content"], demo.meta["entities"]
+        if sentence:  # one whole sentence of the page, naming every neighbour in the page's order
+            assert reply.endswith(".") and re.search(rf"(?:^|\. |\n){re.escape(reply)}", page)
+            assert sorted(names, key=reply.find) == names and all(name in reply for name in names)
+        else:
+            assert reply == ", ".join(names)
+    orchestrations = [demos.research_orchestrator(rng) for _ in range(60)]
+    asked = [d for d in orchestrations if d.meta["task_type"] == "wide_neighbours"]
+    assert asked
+    for demo in asked:  # the orchestrator reads the same reply, then assigns one row per name in it
+        reply = demo.messages[4]["content"]
+        assert reply.endswith(".") == sentence
+        prompts = [c["arguments"]["prompt"] for m in demo.messages[5:] for c in _calls(m)]
+        assert [n for n in demo.meta["entities"] if any(n in p for p in prompts)] == demo.meta["entities"]
+        assert all(n in reply for n in demo.meta["entities"])
+
+
+def test_heldout_neighbour_lists_ask_about_held_out_countries() -> None:
+    from verl_parl.tasks.research.demos import heldout_neighbour_lists
+
+    world = demo_world()
+    pools = dataset.partition_countries(world.world, 0, dataset.SuiteConfig().entity_fractions)
+    by_title = {page["title"]: docid for docid, page in world.pages.items()}
+    lists = heldout_neighbour_lists(6, seed=0, split="val")
+    assert len(lists) == 6
+    for demo in lists:
+        check_demo(demo)
+        assert demo.meta["center"] in demo.messages[1]["content"]
+        assert demo.meta["entities"] and all(name in demo.messages[-2]["content"] for name in demo.meta["entities"])
+        assert world.world.entity_country(by_title[demo.meta["center"]]) in pools["val"]
+
+
 def test_trie_pattern_matches_what_the_longest_first_alternation_matches() -> None:
     names = ["Niger", "Nigeria", "Guinea", "Guinea-Bissau", "Papua New Guinea", "St. John's", "A", "Ab"]
     alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))

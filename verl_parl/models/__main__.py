@@ -168,10 +168,16 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         print(f"SFT: {spec.steps} steps, {info['train_seconds']} s, final loss {info['final_loss']}", file=sys.stderr)
         print(format_table(evaluate_checkpoint(path, task=spec.task, samples=args.evaluate)), file=sys.stderr)
         if spec.task == "research":
-            from verl_parl.models.coldstart_eval import evaluate_assignments, evaluate_lookups
+            from verl_parl.models.coldstart_eval import (
+                evaluate_assignments,
+                evaluate_lookups,
+                evaluate_neighbour_lists,
+            )
 
             report = evaluate_lookups(*_load(path), n=args.evaluate)
             print(f"held-out subagent lookups (greedy): {json.dumps(report.as_dict())}", file=sys.stderr)
+            lists = evaluate_neighbour_lists(*_load(path), n=args.evaluate)
+            print(f"held-out subagent neighbour lists (greedy): {json.dumps(lists.as_dict())}", file=sys.stderr)
             assignments = evaluate_assignments(*_load(path), n=args.evaluate)
             print(f"held-out orchestrator first turns (greedy): {json.dumps(assignments.as_dict())}", file=sys.stderr)
     print(path)

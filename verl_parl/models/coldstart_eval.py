@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,17 @@ from verl_parl.tasks import arithmetic
 __all__ = [
     "AssignmentReport",
     "LookupReport",
+    "NeighbourReport",
     "RoleReport",
     "assignment_scores",
     "evaluate_assignments",
     "evaluate_checkpoint",
     "evaluate_lookups",
     "evaluate_model",
+    "evaluate_neighbour_lists",
     "first_turn_valid",
     "lookup_scores",
+    "neighbour_scores",
     "reply_row",
 ]
 
@@ -253,17 +257,20 @@ def lookup_scores(
     A query names the entity when one of the first turn's ``search`` queries contains its name (case
     ignored); value cells are the gold row's cells after the first (the entity's name), compared with the
     reply's row (:func:`reply_row`: a restated ``header`` line is skipped)."""
+    named = any(entity.lower() in q.lower() for q in _search_queries(first_turn))
+    gold, got = _cells(gold_row), _cells(reply_row(reply, header))
+    right = sum(i < len(got) and got[i] == cell for i, cell in enumerate(gold) if i > 0)
+    return named, len(gold) - 1, right, got == gold
+
+
+def _search_queries(first_turn: str) -> list[str]:
     _, calls = parse_tool_calls(first_turn)
-    queries = [
+    return [
         str(q)
         for c in calls
         if isinstance(c, ToolCall) and c.name == "search"
         for q in (c.arguments.get("queries") or [])
     ]
-    named = any(entity.lower() in q.lower() for q in queries)
-    gold, got = _cells(gold_row), _cells(reply_row(reply, header))
-    right = sum(i < len(got) and got[i] == cell for i, cell in enumerate(gold) if i > 0)
-    return named, len(gold) - 1, right, got == gold
 
 
 def _greedy_engine(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> BatchedGenerator:
@@ -285,6 +292,24 @@ def evaluate_lookups(
 async def _evaluate_lookups(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo]
 ) -> LookupReport:
+    report = LookupReport(len(demos), 0, 0, 0, 0)
+    for demo, (first, final) in zip(demos, await _play_subagents(model, tokenizer, demos), strict=True):
+        named, cells, right, whole = lookup_scores(
+            demo.meta["entity"], first, final, demo.meta["row"], demo.meta["header"]
+        )
+        report.query_names_entity += named
+        report.values += cells
+        report.values_right += right
+        report.rows_right += whole
+        if len(report.examples) < 5:
+            report.examples.append({"first_turn": first, "reply": final, "gold": demo.meta["answer"]})
+    return report
+
+
+async def _play_subagents(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo]
+) -> list[tuple[str, str]]:
+    """Each subagent demo's episode played out greedily against the index: (first turn, last text)."""
     engine = _greedy_engine(model, tokenizer)
     finals: dict[int, str] = {}
     try:
@@ -298,17 +323,56 @@ async def _evaluate_lookups(
         episodes = await asyncio.gather(*(_episode(tokenizer, d, generate, i, 3) for i, d in enumerate(demos)))
     finally:
         await engine.close()
-    report = LookupReport(len(demos), 0, 0, 0, 0)
-    for index, (demo, (first, _)) in enumerate(zip(demos, episodes, strict=True)):
-        named, cells, right, whole = lookup_scores(
-            demo.meta["entity"], first, finals[index], demo.meta["row"], demo.meta["header"]
-        )
-        report.query_names_entity += named
-        report.values += cells
-        report.values_right += right
-        report.rows_right += whole
+    return [(first, finals[index]) for index, (first, _) in enumerate(episodes)]
+
+
+@dataclass
+class NeighbourReport:
+    """Held-out neighbour lists played out greedily against the real index (what ``wide_neighbours`` tasks
+    start with: a subagent reads a country's page and names its neighbours)."""
+
+    lists: int
+    query_names_country: int  # first turn searches with a query containing the country's name
+    names: int  # neighbours of the lists' countries
+    names_right: int  # of them, named in the reply (case ignored, whole words)
+    lists_right: int  # replies naming every neighbour
+    examples: list[dict[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lists": self.lists,
+            "query_names_country": round(self.query_names_country / max(1, self.lists), 4),
+            "names_right": round(self.names_right / max(1, self.names), 4),
+            "lists_right": round(self.lists_right / max(1, self.lists), 4),
+        }
+
+
+def neighbour_scores(country: str, neighbours: list[str], first_turn: str, reply: str) -> tuple[bool, int]:
+    """``(query names the country, neighbours named in reply)`` of one neighbour list; a name counts when it
+    stands in the reply as whole words (case ignored), so ``Niger`` is not found in ``Nigeria``."""
+    named = any(country.lower() in q.lower() for q in _search_queries(first_turn))
+    found = sum(bool(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", reply, re.IGNORECASE)) for n in neighbours)
+    return named, found
+
+
+def evaluate_neighbour_lists(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int = 40, *, split: str = "val", seed: int = 0
+) -> NeighbourReport:
+    """Greedy subagent neighbour lists of ``split``'s held-out countries, played out against the suite's index."""
+    from verl_parl.tasks.research.demos import heldout_neighbour_lists
+
+    demos = heldout_neighbour_lists(n, seed, split)
+    played = asyncio.run(_play_subagents(model, tokenizer, demos))
+    report = NeighbourReport(len(demos), 0, 0, 0, 0)
+    for demo, (first, final) in zip(demos, played, strict=True):
+        neighbours = list(demo.meta["entities"])
+        named, found = neighbour_scores(demo.meta["center"], neighbours, first, final)
+        report.query_names_country += named
+        report.names += len(neighbours)
+        report.names_right += found
+        report.lists_right += found == len(neighbours)
         if len(report.examples) < 5:
-            report.examples.append({"first_turn": first, "reply": finals[index], "gold": demo.meta["answer"]})
+            report.examples.append({"first_turn": first, "reply": final, "gold": demo.meta["answer"]})
     return report
 
 

@@ -63,6 +63,7 @@ __all__ = [
     "SUBAGENT_PROMPTS",
     "DemoWorld",
     "demo_world",
+    "heldout_neighbour_lists",
     "heldout_orchestrations",
     "heldout_row_lookups",
     "research_agent",
@@ -131,6 +132,13 @@ greedy after ``<answer>`` on 20 held-out chains (the rows given), writes ``1`` f
 of the 20, and chains whose answer is a name went from 0 to 0.10-0.17 item-F1 in one of them, but whole tasks
 scored within one cold start's noise of the shipped one, lower on the default run's 64 (0.142 and 0.137 against
 0.164), higher on 256 (0.111 and 0.102 against 0.094): off, so the shipped checkpoint stands."""
+NEIGHBOUR_SENTENCE = False
+"""Whether a neighbour list is the sentence of the centre's page that names the neighbours, copied whole
+(``The neighbouring countries of Gabon are Republic of the Congo, Cameroon and Equatorial Guinea.``), instead
+of the names joined by commas. Copied whole, every token of the reply after its first two continues the page
+(the names keep their leading spaces and the page's `` and``), so the reply is one induction copy once it has
+found the sentence; the comma list starts with a name without its space and breaks the copy at the last name.
+Off: the comma list (what the shipped cold start learnt)."""
 _POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
     "capital_population": _POPULATION_WORDS,
@@ -307,6 +315,17 @@ def _chain(task: Task, dw: DemoWorld) -> list[_Hop] | None:
     return hops if hops[-1].cell.replace(",", "") == task.answer else None
 
 
+def _neighbour_reply(task: Task, dw: DemoWorld) -> str:
+    """A subagent's reply listing the neighbours of ``wide_neighbours`` task's centre: the page's sentence
+    naming them all when :data:`NEIGHBOUR_SENTENCE` (and the page has one), else their names joined by commas."""
+    names = [row[0] for row in task.rows]
+    if NEIGHBOUR_SENTENCE:
+        for sentence in re.split(r"(?<=\.)\s+", dw.pages[task.gold_docids[0]]["text"]):
+            if all(name in sentence for name in names):
+                return sentence
+    return ", ".join(names)
+
+
 def _neighbours_prompt(country: str) -> str:
     return f"Which countries share a land border with {country}? Reply with their names, separated by commas."
 
@@ -388,11 +407,17 @@ def research_subagent(rng: random.Random) -> Demo:
         return Demo("subagent", messages, [dw.search_schema], {"answer": reply, "part": part})
     task = _draw_task(dw, rng, WIDE, "wide_neighbours" if part == "neighbours" and NEIGHBOUR_LISTS else None)
     if part == "neighbours" and task.type == "wide_neighbours":
-        center = dw.title(task.gold_docids[0])
-        names = ", ".join(row[0] for row in task.rows)
-        messages = _subagent_messages(system, _neighbours_prompt(center), [[center]], dw, names)
-        return Demo("subagent", messages, [dw.search_schema], {"answer": names, "part": part})
+        return _neighbour_list(dw, task, system)
     return _row_lookup(dw, task, rng, system)
+
+
+def _neighbour_list(dw: DemoWorld, task: Task, system: str) -> Demo:
+    """A subagent asked for the neighbours of ``wide_neighbours`` task's centre: search its title, list them."""
+    center = dw.title(task.gold_docids[0])
+    reply = _neighbour_reply(task, dw)
+    messages = _subagent_messages(system, _neighbours_prompt(center), [[center]], dw, reply)
+    meta = {"answer": reply, "part": "neighbours", "center": center, "entities": [row[0] for row in task.rows]}
+    return Demo("subagent", messages, [dw.search_schema], meta)
 
 
 def _row_lookup(dw: DemoWorld, task: Task, rng: random.Random, system: str) -> Demo:
@@ -413,6 +438,15 @@ def heldout_row_lookups(n: int, seed: int = 0, split: str = "val") -> list[Demo]
     dw = demo_world(seed, split)
     rng = random.Random(f"{seed}/{split}/lookups")
     return [_row_lookup(dw, _draw_task(dw, rng, WIDE), rng, rng.choice(SUBAGENT_PROMPTS)) for _ in range(n)]
+
+
+def heldout_neighbour_lists(n: int, seed: int = 0, split: str = "val") -> list[Demo]:
+    """``n`` subagent neighbour lists of ``split``'s (held-out) countries, as the orchestrator asks for them
+    on ``wide_neighbours`` tasks: for measuring whether a checkpoint lists them (its turns are generated)."""
+    dw = demo_world(seed, split)
+    rng = random.Random(f"{seed}/{split}/neighbours")
+    lists = [_draw_task(dw, rng, WIDE, "wide_neighbours") for _ in range(n)]
+    return [_neighbour_list(dw, task, rng.choice(SUBAGENT_PROMPTS)) for task in lists]
 
 
 # ------------------------------------------------------------------------------------ orchestrator
@@ -485,7 +519,7 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
     if first:  # discover the rows on the centre's page first
         center = dw.title(task.gold_docids[0])
         ask = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _neighbours_prompt(center)})
-        messages += [_turn([create, ask]), *_results([created, ", ".join(row[0] for row in task.rows)])]
+        messages += [_turn([create, ask]), *_results([created, _neighbour_reply(task, dw)])]
         pending, pending_results = [], []
     assigns = [
         call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _row_prompt(task, i)}) for i in range(len(task.rows))
