@@ -322,28 +322,35 @@ def test_a_neighbour_part_is_a_neighbour_list_when_asked(monkeypatch: pytest.Mon
         assert names and all(name in demo.messages[-2]["content"] for name in names)
 
 
-@pytest.mark.parametrize("sentence", [True, False])
-def test_neighbour_lists_copy_the_pages_sentence_when_asked(monkeypatch: pytest.MonkeyPatch, sentence: bool) -> None:
+@pytest.mark.parametrize("form", ["names", "sentence", "listing"])
+def test_neighbour_lists_copy_the_page_as_asked(monkeypatch: pytest.MonkeyPatch, form: str) -> None:
     from verl_parl.tasks.research import demos
 
     monkeypatch.setattr(demos, "NEIGHBOUR_LISTS", True)
-    monkeypatch.setattr(demos, "NEIGHBOUR_SENTENCE", sentence)
+    monkeypatch.setattr(demos, "NEIGHBOUR_REPLY", form)
     rng = random.Random(13)
     listed = [d for d in (demos.research_subagent(rng) for _ in range(60)) if d.meta["part"] == "neighbours"]
     assert listed
     for demo in listed:
         reply, page, names = demo.messages[-1]["content"], demo.messages[-2]["content"], demo.meta["entities"]
-        if sentence:  # one whole sentence of the page, naming every neighbour in the page's order
-            assert reply.endswith(".") and re.search(rf"(?:^|\. |\n){re.escape(reply)}", page)
-            assert sorted(names, key=reply.find) == names and all(name in reply for name in names)
-        else:
+        if form == "names":
             assert reply == ", ".join(names)
+            continue
+        if form == "sentence":  # a whole sentence of the page
+            copied = reply
+            assert re.search(rf"(?:^|\. |\n){re.escape(reply)}", page)
+        else:  # a fixed opening, then the page's words from the first name on
+            head = f"Neighbours of {demo.meta['center']}:"
+            assert reply.startswith(f"{head} {names[0]}")
+            copied = reply.removeprefix(head)
+        assert copied.endswith(".") and copied in page
+        assert sorted(names, key=reply.find) == names
     orchestrations = [demos.research_orchestrator(rng) for _ in range(60)]
     asked = [d for d in orchestrations if d.meta["task_type"] == "wide_neighbours"]
     assert asked
     for demo in asked:  # the orchestrator reads the same reply, then assigns one row per name in it
         reply = demo.messages[4]["content"]
-        assert reply.endswith(".") == sentence
+        assert reply.endswith(".") == (form != "names")
         prompts = [c["arguments"]["prompt"] for m in demo.messages[5:] for c in _calls(m)]
         assert [n for n in demo.meta["entities"] if any(n in p for p in prompts)] == demo.meta["entities"]
         assert all(n in reply for n in demo.meta["entities"])

@@ -132,13 +132,18 @@ greedy after ``<answer>`` on 20 held-out chains (the rows given), writes ``1`` f
 of the 20, and chains whose answer is a name went from 0 to 0.10-0.17 item-F1 in one of them, but whole tasks
 scored within one cold start's noise of the shipped one, lower on the default run's 64 (0.142 and 0.137 against
 0.164), higher on 256 (0.111 and 0.102 against 0.094): off, so the shipped checkpoint stands."""
-NEIGHBOUR_SENTENCE = False
-"""Whether a neighbour list is the sentence of the centre's page that names the neighbours, copied whole
-(``The neighbouring countries of Gabon are Republic of the Congo, Cameroon and Equatorial Guinea.``), instead
-of the names joined by commas. Copied whole, every token of the reply after its first two continues the page
-(the names keep their leading spaces and the page's `` and``), so the reply is one induction copy once it has
-found the sentence; the comma list starts with a name without its space and breaks the copy at the last name.
-Off: the comma list (what the shipped cold start learnt)."""
+NEIGHBOUR_REPLY = "names"
+"""How a subagent lists a country's neighbours (the first step of a ``wide_neighbours`` task):
+
+* ``"names"`` (shipped): the names joined by commas (``Republic of the Congo, Cameroon, Equatorial Guinea``). The
+  first name lacks the space it has on the page and the last follows a comma where the page has `` and``, so two
+  of its tokens break the copy.
+* ``"sentence"``: the page's sentence naming them, whole (``The neighbouring countries of Gabon are Republic of the
+  Congo, Cameroon and Equatorial Guinea.``): after its first two tokens the reply continues the page. The pages
+  word it three ways, and the reply must start with the one the page uses.
+* ``"listing"``: a fixed opening, then the names as the page lists them (``Neighbours of Gabon: Republic of the
+  Congo, Cameroon and Equatorial Guinea.``): one lookup (the first name), then a copy."""
+_NEIGHBOUR_REPLIES = ("names", "sentence", "listing")
 _POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
     "capital_population": _POPULATION_WORDS,
@@ -316,13 +321,18 @@ def _chain(task: Task, dw: DemoWorld) -> list[_Hop] | None:
 
 
 def _neighbour_reply(task: Task, dw: DemoWorld) -> str:
-    """A subagent's reply listing the neighbours of ``wide_neighbours`` task's centre: the page's sentence
-    naming them all when :data:`NEIGHBOUR_SENTENCE` (and the page has one), else their names joined by commas."""
+    """A subagent's reply listing the neighbours of ``wide_neighbours`` task's centre, as
+    :data:`NEIGHBOUR_REPLY` says (the names joined by commas when the page has no sentence naming them all)."""
+    if NEIGHBOUR_REPLY not in _NEIGHBOUR_REPLIES:
+        raise ValueError(f"NEIGHBOUR_REPLY is {NEIGHBOUR_REPLY!r}; expected one of {_NEIGHBOUR_REPLIES}")
     names = [row[0] for row in task.rows]
-    if NEIGHBOUR_SENTENCE:
+    if NEIGHBOUR_REPLY != "names":
         for sentence in re.split(r"(?<=\.)\s+", dw.pages[task.gold_docids[0]]["text"]):
             if all(name in sentence for name in names):
-                return sentence
+                if NEIGHBOUR_REPLY == "sentence":
+                    return sentence
+                start = min(sentence.find(name) for name in names)
+                return f"Neighbours of {dw.title(task.gold_docids[0])}: {sentence[start:]}"
     return ", ".join(names)
 
 
