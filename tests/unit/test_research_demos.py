@@ -356,6 +356,17 @@ def test_neighbour_lists_copy_the_page_as_asked(monkeypatch: pytest.MonkeyPatch,
         assert all(n in reply for n in demo.meta["entities"])
 
 
+def test_an_unknown_neighbour_reply_form_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verl_parl.tasks.research import demos
+
+    monkeypatch.setattr(demos, "NEIGHBOUR_REPLY", "bullets")
+    monkeypatch.setattr(demos, "NEIGHBOUR_LISTS", True)
+    rng = random.Random(13)
+    with pytest.raises(ValueError, match=r"NEIGHBOUR_REPLY is 'bullets'; expected one of \('names'"):
+        for _ in range(60):
+            demos.research_subagent(rng)
+
+
 def test_heldout_neighbour_lists_ask_about_held_out_countries() -> None:
     from verl_parl.tasks.research.demos import heldout_neighbour_lists
 
