@@ -115,7 +115,7 @@ itself. On since the reader is pretrained on chains (``hop_share`` in :mod:`verl
 greedy, on 256 held-out suite tasks, the swarm's item-F1 is 0.187 (deep 0.026, wide 0.240) against 0.150
 (deep 0, wide 0.199) before. Quoting each row again above the next call, tried too, taught the reader to
 repeat rows (docs/cpu.md)."""
-NEIGHBOUR_LISTS = False
+NEIGHBOUR_LISTS = True
 """Whether a subagent demonstration drawn as a neighbour list (one in five) is always one: the subagent reads a
 country's page and replies with its neighbours' names. Off (shipped): that draw makes a list only when the wide
 task drawn for it is a ``wide_neighbours`` one, a row lookup otherwise (49 lists in 1,000 subagent
@@ -123,7 +123,7 @@ demonstrations). Tried once (seed 0, with :data:`SPACED_CELL_ANSWER`; docs/cpu.m
 teach them (greedy, 256 held-out tasks: 3 of the 108 neighbours of the 25 lists returned right, 5 of 172 of 39
 before; the lists are mostly the page's largest cities, ``Blantyre, Mzuzu`` for Malawi), and the rows they replaced
 were missed (the subagents' rows scored 0.213 against 0.239)."""
-SPACED_CELL_ANSWER = False
+SPACED_CELL_ANSWER = True
 """Whether a chain's answer keeps the space that stands before the last row's cell (``<answer> SEK</answer>``
 after ``| Sweden | SEK |``; the scorers strip it). The byte-level tokenizer writes `` SEK`` and ``SEK`` as
 different tokens, so without the space the answer is not a copy of the row's tokens: the shipped cold start,
@@ -132,7 +132,7 @@ greedy after ``<answer>`` on 20 held-out chains (the rows given), writes ``1`` f
 of the 20, and chains whose answer is a name went from 0 to 0.10-0.17 item-F1 in one of them, but whole tasks
 scored within one cold start's noise of the shipped one, lower on the default run's 64 (0.142 and 0.137 against
 0.164), higher on 256 (0.111 and 0.102 against 0.094): off, so the shipped checkpoint stands."""
-NEIGHBOUR_REPLY = "names"
+NEIGHBOUR_REPLY = "listing"
 """How a subagent lists a country's neighbours (the first step of a ``wide_neighbours`` task):
 
 * ``"names"`` (shipped): the names joined by commas (``Republic of the Congo, Cameroon, Equatorial Guinea``). The
