@@ -308,6 +308,7 @@ def test_a_neighbour_part_is_a_neighbour_list_when_asked(monkeypatch: pytest.Mon
     from verl_parl.tasks.research import demos
 
     monkeypatch.setattr(demos, "NEIGHBOUR_LISTS", lists)
+    monkeypatch.setattr(demos, "NEIGHBOUR_REPLY", "names")  # the reply's forms: the test below
     rng = random.Random(13)
     parts = [demos.research_subagent(rng) for _ in range(120)]
     listed = [d for d in parts if d.meta["part"] == "neighbours"]

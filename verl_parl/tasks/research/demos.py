@@ -117,32 +117,35 @@ greedy, on 256 held-out suite tasks, the swarm's item-F1 is 0.187 (deep 0.026, w
 repeat rows (docs/cpu.md)."""
 NEIGHBOUR_LISTS = True
 """Whether a subagent demonstration drawn as a neighbour list (one in five) is always one: the subagent reads a
-country's page and replies with its neighbours' names. Off (shipped): that draw makes a list only when the wide
-task drawn for it is a ``wide_neighbours`` one, a row lookup otherwise (49 lists in 1,000 subagent
-demonstrations). Tried once (seed 0, with :data:`SPACED_CELL_ANSWER`; docs/cpu.md): four times the lists did not
-teach them (greedy, 256 held-out tasks: 3 of the 108 neighbours of the 25 lists returned right, 5 of 172 of 39
-before; the lists are mostly the page's largest cities, ``Blantyre, Mzuzu`` for Malawi), and the rows they replaced
-were missed (the subagents' rows scored 0.213 against 0.239)."""
+country's page and lists its neighbours (186 lists in 1,000 subagent demonstrations). Off: that draw makes a list
+only when the wide task drawn for it is a ``wide_neighbours`` one, a row lookup otherwise (49 lists). On since the
+listing replies (:data:`NEIGHBOUR_REPLY`); with comma lists it did not teach them (3 of 108 names right, mostly
+the page's largest cities: ``Blantyre, Mzuzu`` for Malawi; docs/cpu.md)."""
 SPACED_CELL_ANSWER = True
 """Whether a chain's answer keeps the space that stands before the last row's cell (``<answer> SEK</answer>``
 after ``| Sweden | SEK |``; the scorers strip it). The byte-level tokenizer writes `` SEK`` and ``SEK`` as
-different tokens, so without the space the answer is not a copy of the row's tokens: the shipped cold start,
+different tokens, so without the space the answer is not a copy of the row's tokens: a cold start without it,
 greedy after ``<answer>`` on 20 held-out chains (the rows given), writes ``1`` first in 18 (``1| country |``,
-``12351300`` for 2351300) and no answer right. Two cold starts with it (seed 0; docs/cpu.md) answered 18 and 10
-of the 20, and chains whose answer is a name went from 0 to 0.10-0.17 item-F1 in one of them, but whole tasks
-scored within one cold start's noise of the shipped one, lower on the default run's 64 (0.142 and 0.137 against
-0.164), higher on 256 (0.111 and 0.102 against 0.094): off, so the shipped checkpoint stands."""
+``12351300`` for 2351300) and no answer right; two cold starts with it answered 18 and 10 of the 20 (seed 0;
+docs/cpu.md). Alone it moved whole tasks within one cold start's noise; shipped with the listing replies."""
 NEIGHBOUR_REPLY = "listing"
 """How a subagent lists a country's neighbours (the first step of a ``wide_neighbours`` task):
 
-* ``"names"`` (shipped): the names joined by commas (``Republic of the Congo, Cameroon, Equatorial Guinea``). The
-  first name lacks the space it has on the page and the last follows a comma where the page has `` and``, so two
-  of its tokens break the copy.
+* ``"names"``: the names joined by commas (``Republic of the Congo, Cameroon, Equatorial Guinea``). The first name
+  lacks the space it has on the page and the last follows a comma where the page has `` and``, so two of its
+  tokens break the copy.
 * ``"sentence"``: the page's sentence naming them, whole (``The neighbouring countries of Gabon are Republic of the
   Congo, Cameroon and Equatorial Guinea.``): after its first two tokens the reply continues the page. The pages
   word it three ways, and the reply must start with the one the page uses.
-* ``"listing"``: a fixed opening, then the names as the page lists them (``Neighbours of Gabon: Republic of the
-  Congo, Cameroon and Equatorial Guinea.``): one lookup (the first name), then a copy."""
+* ``"listing"`` (shipped): a fixed opening, then the names as the page lists them (``Neighbours of Gabon: Republic
+  of the Congo, Cameroon and Equatorial Guinea.``): one lookup (the first name), then a copy.
+
+Measured with :data:`NEIGHBOUR_LISTS` and :data:`SPACED_CELL_ANSWER` on (seed 0, greedy; docs/cpu.md). On 40
+held-out lists (``coldstart --evaluate``), names right 0.09 (``names``, the cold start shipped before), 0.25
+(``sentence``: it opens ``It borders`` in 37 of 40 replies, the held-out pages' wording in 3) and 0.46
+(``listing``; whole lists right 0, 0.25, 0.43). On 256 held-out tasks (128 wide, 128 deep) weighted to the default
+mix (three wide to one deep), item-F1 0.118-0.121 for four ``names`` cold starts, 0.119 (``sentence``) and
+**0.160** (``listing``; its 42 ``wide_neighbours`` tasks 0.163, from 0-0.018)."""
 _NEIGHBOUR_REPLIES = ("names", "sentence", "listing")
 _POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
