@@ -95,7 +95,8 @@ async def test_parl_manager_marks_the_sample_infra_failed(
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     manager = get_reward_manager_cls("parl")(
-        config=trainer_config(model_path),
+        # generous, as above: at the default 60 s a loaded machine timed the judge out (GetTimeoutError, once)
+        config=trainer_config(model_path, timeout_s=600.0),
         tokenizer=tokenizer,
         compute_score=partial(compute_score, scorer="llm_judge"),
     )
