@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -22,6 +23,14 @@ ROLES = ("agent", "subagent", "orchestrator")
 @pytest.fixture(scope="module")
 def demos() -> list:
     return make_demos("research", ROLES, 24, seed=3)
+
+
+def _held_out_titles() -> Callable[[str], bool]:
+    """Whether the page titled so is about a country of the validation pool."""
+    world = demo_world()
+    pools = dataset.partition_countries(world.world, 0, dataset.SuiteConfig().entity_fractions)
+    by_title = {page["title"]: docid for docid, page in world.pages.items()}
+    return lambda title: world.world.entity_country(by_title[title]) in pools["val"]
 
 
 def _calls(message: dict) -> list[dict]:
@@ -123,9 +132,7 @@ def test_demo_world_search_is_deterministic() -> None:
 def test_heldout_row_lookups_ask_only_about_held_out_entities() -> None:
     from verl_parl.tasks.research.demos import heldout_row_lookups
 
-    world = demo_world()
-    pools = dataset.partition_countries(world.world, 0, dataset.SuiteConfig().entity_fractions)
-    by_title = {page["title"]: docid for docid, page in world.pages.items()}
+    held_out = _held_out_titles()
     lookups = heldout_row_lookups(12, seed=0, split="val")
     assert len(lookups) == 12
     for demo in lookups:
@@ -134,7 +141,7 @@ def test_heldout_row_lookups_ask_only_about_held_out_entities() -> None:
         assert entity in demo.messages[1]["content"]
         assert demo.meta["row"].startswith(f"| {entity} |") and demo.meta["answer"].endswith(demo.meta["row"])
         assert demo.meta["header"] in demo.messages[1]["content"]
-        assert world.world.entity_country(by_title[entity]) in pools["val"]
+        assert held_out(entity)
 
 
 @pytest.mark.parametrize(("restate", "facts"), [(False, False), (True, False), (True, True)])
@@ -371,16 +378,14 @@ def test_an_unknown_neighbour_reply_form_is_named(monkeypatch: pytest.MonkeyPatc
 def test_heldout_neighbour_lists_ask_about_held_out_countries() -> None:
     from verl_parl.tasks.research.demos import heldout_neighbour_lists
 
-    world = demo_world()
-    pools = dataset.partition_countries(world.world, 0, dataset.SuiteConfig().entity_fractions)
-    by_title = {page["title"]: docid for docid, page in world.pages.items()}
+    held_out = _held_out_titles()
     lists = heldout_neighbour_lists(6, seed=0, split="val")
     assert len(lists) == 6
     for demo in lists:
         check_demo(demo)
         assert demo.meta["center"] in demo.messages[1]["content"]
         assert demo.meta["entities"] and all(name in demo.messages[-2]["content"] for name in demo.meta["entities"])
-        assert world.world.entity_country(by_title[demo.meta["center"]]) in pools["val"]
+        assert held_out(demo.meta["center"])
 
 
 def test_trie_pattern_matches_what_the_longest_first_alternation_matches() -> None:
