@@ -92,6 +92,7 @@ class ParlConfig:
     researcher: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.agents.researcher
     traces: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.traces.settings
     partial_rollout: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.partial.settings
+    loop_stop: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.loops
     tools: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.tools.config
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
 
@@ -177,10 +178,12 @@ SECTIONS = (
     "reward",
     "traces",
     "partial_rollout",
+    "loop_stop",
 )
 """``parl``'s sections. ``parse_parl`` checks their shape and parses ``embedded`` and ``reward`` (parts of
 :class:`ParlConfig`); each other section is validated by its component's built-in plugin
-(``verl_parl_validate_config``: swarm and subagent, context, researcher, tools, traces, partial_rollout)."""
+(``verl_parl_validate_config``: swarm and subagent, context, researcher and loop_stop, tools, traces,
+partial_rollout)."""
 
 TOOL_LISTS = (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
 

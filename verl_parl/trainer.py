@@ -52,6 +52,10 @@ from verl_parl.trainer_modes import PARL_SYNC, VERL_MODES
 
 TRAINER_MODE = PARL_SYNC
 FIELD_PREFIX = "parl_"
+REPLAY_POLL_S = 0.2
+"""Seconds between two looks of verl's replay buffer for finished episodes (verl's default: 2). A step's rollout,
+and each validation, ended on the next look: 2 s steps made them 1 s longer on average (the default run's
+rollouts took 8.02, 10.02, 12.03 or 14.04 s). A look is one TransferQueue listing."""
 
 
 def parl_field_means(extra_fields: list[Any]) -> dict[str, float]:
@@ -197,9 +201,12 @@ class ParlHooks:
         return self.parl_active and partial_rollout_settings(self.config).enable
 
     def _build_replay_buffer(self) -> Any:
-        """verl's replay buffer; with ``parl.partial_rollout``, as :func:`verl_parl.partial.sampler.pausing` of
-        its class (inert until :meth:`_start_partial_rollout` hands it the controller)."""
+        """verl's replay buffer, looking every :data:`REPLAY_POLL_S`; with ``parl.partial_rollout``, as
+        :func:`verl_parl.partial.sampler.pausing` of its class (inert until :meth:`_start_partial_rollout` hands it
+        the controller)."""
         buffer = super()._build_replay_buffer()  # type: ignore[misc]  # verl is untyped
+        if self.parl_active:
+            buffer.poll_interval = REPLAY_POLL_S
         if self._partial_enabled():
             from verl_parl.partial.sampler import pausing
 

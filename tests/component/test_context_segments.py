@@ -233,7 +233,8 @@ def test_subagent_context_policy_rewrites_the_subagent_history(trainer_config: D
 def test_an_overflowing_tool_result_is_cut_at_the_response_budget(trainer_config: DictConfig, model_path: Path) -> None:
     from verl_parl.agents.researcher import ResearcherAgentLoop
 
-    script = [call("calculator", expression=" + ".join(["1"] * 60))]  # a long call, then its long echo
+    # a long call, then its long echo (distinct terms: "1 + 1 + ..." is a loop, which parl.loop_stop would cut)
+    script = [call("calculator", expression=" + ".join(str(i) for i in range(1, 61)))]
     cfg = configured(trainer_config, policy="hide_tool_result", trigger_tokens=100000, response_length=48)
     outputs, server = run(ResearcherAgentLoop, cfg, model_path, script)
     (output,) = outputs

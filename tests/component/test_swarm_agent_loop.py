@@ -29,9 +29,10 @@ class ScriptedPolicy:
     """Orchestrator: one turn creating a subagent and assigning two tasks, then an answer.
     Subagents (recognised by their system prompt) answer at once."""
 
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer: Any, answer: str = "Paris and Lima.") -> None:
+        self.tokenizer, self.answer = tokenizer, answer
         self.orchestrator_outputs: list[list[int]] = []
+        self.subagent_params: list[dict[str, Any]] = []
         self.temperatures: dict[str, list[float]] = {"orchestrator": [], "subagent": []}
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict, request_id: str) -> TokenOutput:
@@ -39,6 +40,7 @@ class ScriptedPolicy:
         is_subagent = prompt.startswith(f"<|im_start|>system\n{SUBAGENT_PROMPT}")
         self.temperatures["subagent" if is_subagent else "orchestrator"].append(sampling_params["temperature"])
         if is_subagent:
+            self.subagent_params.append(dict(sampling_params))
             text = "sub answer: " + prompt.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
         elif "<tool_response>" not in prompt:
             text = (
@@ -47,7 +49,7 @@ class ScriptedPolicy:
                 + call("assign_task", agent="geo", prompt="capital of Peru")
             )
         else:
-            text = "Paris and Lima."
+            text = self.answer
         ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
         if not is_subagent:
             self.orchestrator_outputs.append(ids)
@@ -70,12 +72,12 @@ def swarm_config(
     return cfg
 
 
-def run_episode(cfg: DictConfig, model_path: Path) -> tuple[Any, ScriptedPolicy]:
+def run_episode(cfg: DictConfig, model_path: Path, **policy_args: str) -> tuple[Any, ScriptedPolicy]:
     from verl.utils import hf_tokenizer
 
     from verl_parl.swarm.orchestrator import ParlSwarmAgentLoop
 
-    policy = ScriptedPolicy(hf_tokenizer(str(model_path)))
+    policy = ScriptedPolicy(hf_tokenizer(str(model_path)), **policy_args)
 
     async def episode() -> Any:
         loop = make_loop(ParlSwarmAgentLoop, cfg, policy, model_path)  # verl binds the running event loop
@@ -128,6 +130,21 @@ def test_an_episode_cut_before_its_answer_is_not_answered(trainer_config: DictCo
         cut.actor_rollout_ref.rollout.response_length = len(policy.orchestrator_outputs[0]) - 1
     output, _ = run_episode(cut, model_path)
     assert output.extra_fields["parl_answered"] is False and output.extra_fields["parl_num_assigned"] == 0
+
+
+def test_an_answer_that_loops_is_cut_and_not_answered(trainer_config: DictConfig, model_path: Path) -> None:
+    """``parl.loop_stop`` (default: on, ending the episode) cuts the orchestrator's looping answer where the loop
+    completes; the subagents' generations are not asked to stop at loops (parl.subagent settings own them)."""
+    from verl_parl.loops import LoopStop, loop_end
+
+    output, policy = run_episode(swarm_config(trainer_config), model_path, answer="Paris" + " and Lima" * 30)
+    looping = policy.orchestrator_outputs[-1]
+    end = loop_end(looping, LoopStop())
+    assert end is not None and masked(output, 1)[-end:] == looping[:end]
+    assert len(masked(output, 1)) == len(policy.orchestrator_outputs[0]) + end
+    extra = output.extra_fields
+    assert extra["parl_loop_stops"] == 1.0 and extra["parl_answered"] is False
+    assert policy.subagent_params and not any("stop_loops" in p for p in policy.subagent_params)
 
 
 @pytest.mark.parametrize(("temperature", "subagents"), [(None, 1.0), (0.0, 0.0), (0.5, 0.5)])

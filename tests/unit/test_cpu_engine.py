@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from verl_parl.backends.cpu.engine import BatchedGenerator, GenerationResult, SamplingParams
+from verl_parl.loops import LoopStop, loop_end
 
 VOCAB = 512
 PROMPT_LENGTHS = (1, 3, 5, 8, 13, 17, 21, 30, 34, 40, 55, 64)
@@ -189,6 +191,28 @@ async def test_stop_token_ids_and_eos_stop_a_row(model: Qwen2ForCausalLM) -> Non
     (by_eos,) = await run_all(model, prompts[:1], [GREEDY], eos=[stop])
     assert by_eos.token_ids == free[0].token_ids[:cut] and by_eos.finish_reason == "stop"
     assert len(by_eos.log_probs) == cut
+
+
+async def test_stop_loops_ends_a_row_where_loop_end_cuts_it(model: Qwen2ForCausalLM) -> None:
+    """Rows with different rules (and one without) in one batch: each stops exactly at ``loop_end`` of what it
+    generates freely, with finish reason "loop" and the log-probs of its tokens; the others are untouched."""
+    prompts = make_prompts()
+    plain = SamplingParams(max_tokens=120, temperature=0.0, logprobs=True)
+    free = await run_all(model, prompts, [plain] * len(prompts))
+    rules = [LoopStop(repeats=3, min_tokens=4, max_period=4 + i % 3) if i % 4 else None for i in range(len(prompts))]
+    params = [replace(plain, stop_loops=r) for r in rules]
+    stopped = await run_all(model, prompts, params, max_batch_size=5)  # rows join a running batch
+    cuts = 0
+    for rule, f, s in zip(rules, free, stopped, strict=True):
+        end = loop_end(f.token_ids, rule) if rule is not None else None
+        if end is None:
+            assert s.token_ids == f.token_ids and s.finish_reason == "length"
+        else:
+            cuts += 1
+            assert s.token_ids == f.token_ids[:end] and s.finish_reason == "loop"
+        kept = torch.tensor(f.log_probs[: len(s.token_ids)])
+        torch.testing.assert_close(torch.tensor(s.log_probs), kept, atol=1e-5, rtol=0)
+    assert cuts >= 3  # the random model loops under greedy decoding
 
 
 async def test_max_tokens_and_max_model_len_finish_with_length(model: Qwen2ForCausalLM) -> None:

@@ -31,8 +31,10 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
+from verl_parl.backends.cpu.names import ROLLOUT_NAME
 from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
 from verl_parl.context.settings import ContextSettings
+from verl_parl.loops import LoopStop, loop_end, loop_stop_settings
 from verl_parl.partial.episode import PauseGate
 from verl_parl.partial.staleness import TurnSpan, stale_tokens, stale_turn_mask
 from verl_parl.rewards.repetition import looped
@@ -117,6 +119,8 @@ class Episode:
     beyond_window: int = 0  # turns taken while the unmanaged context exceeded the window
     context_exceeded: bool = False
     looped_turns: int = 0  # the policy's turns whose text loops (verl_parl.rewards.repetition.looped)
+    loop_stops: int = 0  # the policy's turns ended where their tokens looped (parl.loop_stop)
+    loop_ended: bool = False  # a loop ended the episode (parl.loop_stop.ends=episode): no further turn
     first_turns: list[int] = field(default_factory=list)  # episode-wide index of each segment's first turn
     origin: float = field(default_factory=time.monotonic)  # traced times are seconds since this
     gate: PauseGate | None = None  # turn-level partial rollout (parl.partial_rollout), training episodes only
@@ -139,6 +143,7 @@ class Episode:
             "parl_context_beyond_window": float(self.beyond_window),
             "parl_context_exceeded": float(self.context_exceeded),
             "parl_policy_looped": float(self.looped_turns > 0),
+            "parl_loop_stops": float(self.loop_stops),
         }
 
 
@@ -150,6 +155,10 @@ class SegmentedAgentLoop(AgentLoopBase):
     """
 
     context: ContextSettings
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.loop_stop: LoopStop | None = loop_stop_settings(self.config)
 
     def _window(self) -> int:
         return self.context.window(self.rollout_config.prompt_length + self.rollout_config.response_length)
@@ -178,6 +187,8 @@ class SegmentedAgentLoop(AgentLoopBase):
         cap = sampling_params.get("max_tokens")  # a loop's own per-turn cap, within the segment's room
         room = self._room(state) if cap is None else min(int(cap), self._room(state))
         params = {**sampling_params, "max_tokens": max(1, room)}
+        if self.loop_stop is not None and self.rollout_config.name == ROLLOUT_NAME:
+            params["stop_loops"] = self.loop_stop.as_params()  # the CPU engine stops there itself
         if state.unmanaged_tokens > self._window():
             state.beyond_window += 1
         output = await self.server_manager.generate(
@@ -188,24 +199,37 @@ class SegmentedAgentLoop(AgentLoopBase):
         turn = PolicyVersions()
         turn.add(output.extra_fields)
         state.turn_versions.append(turn.fields())
-        keep_logprobs = bool(segment.response_logprobs or output.log_probs)
+        token_ids, log_probs = self._cut_loop(state, list(output.token_ids), output.log_probs)
+        keep_logprobs = bool(segment.response_logprobs or log_probs)
         start = len(segment.response_mask)
         merged, segment.response_mask, logprobs = await self.ct_merge_assistant_token(
             segment.ids,
-            output.token_ids,
+            token_ids,
             segment.response_mask,
             segment.response_logprobs if keep_logprobs else None,
-            assistant_logprobs=output.log_probs or None,
+            assistant_logprobs=log_probs or None,
         )
         self._grow(state, segment, list(merged.token_ids))
         segment.response_logprobs = list(logprobs or [])
         segment.turn_spans.append(TurnSpan(start, len(segment.response_mask), turn.min))
         segment.turns += 1
         state.turns += 1
-        text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
         if looped(text):
             state.looped_turns += 1
-        return list(output.token_ids), text
+        return token_ids, text
+
+    def _cut_loop(
+        self, state: Episode, token_ids: list[int], log_probs: list[float] | None
+    ) -> tuple[list[int], list[float] | None]:
+        """The turn up to where its tokens loop (``parl.loop_stop``; the CPU engine already stopped there, another
+        engine's turn is cut here), counted in ``state.loop_stops``."""
+        end = loop_end(token_ids, self.loop_stop) if self.loop_stop is not None else None
+        if end is None:
+            return token_ids, log_probs
+        state.loop_stops += 1
+        state.loop_ended = self.loop_stop.ends_episode  # type: ignore[union-attr]  # end is None without a rule
+        return token_ids[:end], log_probs[:end] if log_probs else log_probs
 
     async def _append(self, state: Episode, new: list[Message], tools: list[dict[str, Any]]) -> None:
         """Add ``new`` messages (tool results, a user note) to the history and the segment."""

@@ -105,6 +105,8 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                     if not calls:
                         answered = True
                         break
+                    if state.loop_ended:  # parl.loop_stop.ends=episode: the cut turn's calls are not run
+                        break
                     observations = await self._act(state, tools, calls, report)
                     await self._append(state, tool_messages(observations), schemas)
                     if state.turns >= self.settings.max_turns or not await self._manage(state, schemas, ctx):

@@ -98,6 +98,11 @@ def run_errors(cfg: DictConfig, settings: PartialRolloutSettings) -> list[str]:
                 "actor_rollout_ref.rollout.calculate_log_probs: stale_turns=importance weights turns of older "
                 "policies by their rollout log-probs; set it to true (or use stale_turns=mask)"
             )
+        if OmegaConf.select(cfg, "algorithm.rollout_correction.bypass_mode", default=False):
+            errors.append(
+                "algorithm.rollout_correction.bypass_mode: stale_turns=importance needs verl's decoupled mode, "
+                "which computes the importance weights; set it to false (the CPU profile sets true)"
+            )
         level = OmegaConf.select(cfg, "algorithm.rollout_correction.rollout_is", default=None)
         if level not in IS_LEVELS:
             errors.append(

@@ -105,8 +105,10 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
                 await self._append(state, [{"role": "user", "content": BUDGET_MESSAGE}], tools)
             calls = await self._turn(state, sampling_params, stage=len(episode.stages))
             room = self._room(state)
-            if not calls or final or room <= 0:
-                episode.record_final_turn(answered=not calls and room > 0)  # calls (if any) are not run
+            if not calls or final or room <= 0 or state.loop_ended:
+                # calls (if any) are not run; an answer cut by a loop is scored but not "answered", as one cut by the
+                # token budget is not
+                episode.record_final_turn(answered=not calls and room > 0 and not state.loop_ended)
                 break
             observations = await self._dispatch(state, episode, calls)
             await self._append(state, tool_messages(observations), tools)

@@ -17,9 +17,10 @@ import torch.nn.functional as F  # noqa: N812
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-__all__ = ["NO_TOP_K", "Batch", "GrowingLayer", "sample_filtered", "sample_plain"]
+__all__ = ["NO_LOOP", "NO_TOP_K", "Batch", "GrowingLayer", "sample_filtered", "sample_plain"]
 
 NO_TOP_K = 1 << 62  # "top-k off": larger than any vocabulary
+NO_LOOP = 1 << 62  # a ``loop_need`` no run reaches: the row does not stop at loops of that period
 
 
 def _pad_cols(t: torch.Tensor, width: int, value: float, *, left: bool = False) -> torch.Tensor:
@@ -80,7 +81,7 @@ def _with_room(t: torch.Tensor, room: int) -> torch.Tensor:
 
 # Per-row tensors of a batch: name -> padding value for 2-D fields whose width differs between batches.
 _ROW_FIELDS_1D = ("last", "pos", "n_gen", "limit", "temp", "greedy", "top_k", "top_p")
-_ROW_FIELDS_2D = {"stop_ids": -1, "out_tok": 0, "out_lp": 0.0}
+_ROW_FIELDS_2D = {"stop_ids": -1, "out_tok": 0, "out_lp": 0.0, "loop_need": NO_LOOP, "loop_run": 0}
 
 
 @dataclass(eq=False)
@@ -103,6 +104,8 @@ class Batch:
     stop_ids: torch.Tensor  # [B, K] long, -1 padded (eos ids + the row's stop ids)
     out_tok: torch.Tensor  # [B, W] long, generated tokens
     out_lp: torch.Tensor  # [B, W] float, their log-probs
+    loop_need: torch.Tensor  # [B, P] long: per period p = 1..P, the run that makes a loop (LoopStop.needs; NO_LOOP)
+    loop_run: torch.Tensor  # [B, P] long: generated tokens in a row equal to the token p before them
     cache: DynamicCache
     mask: torch.Tensor  # [B, S] bool, S == cache length; False on padding
     # summaries of the rows' sampling parameters, refreshed when rows join or leave
@@ -110,6 +113,7 @@ class Batch:
     any_greedy: bool = True
     any_filter: bool = False
     want_logprobs: bool = False
+    any_loop_stop: bool = False
     seeded: list[tuple[int, torch.Generator]] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -121,7 +125,17 @@ class Batch:
         self.any_greedy = any(p.greedy for p in params)
         self.any_filter = any(not p.greedy and (p.top_k > 0 or p.top_p < 1.0) for p in params)
         self.want_logprobs = any(p.logprobs for p in params)
+        self.any_loop_stop = any(p.stop_loops is not None for p in params)
         self.seeded = [(i, generators[r]) for i, r in enumerate(self.reqs) if r in generators and not r.params.greedy]
+
+    def looping(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Updates the loop runs with ``tokens`` ([B], about to be written at column ``n_gen``) and returns which
+        rows now end in a loop ([B] bool; see :mod:`verl_parl.loops`)."""
+        periods = torch.arange(1, self.loop_run.shape[1] + 1)
+        before = self.n_gen.unsqueeze(1) - periods  # [B, P]: the column p tokens back
+        same = (self.out_tok.gather(1, before.clamp(min=0)) == tokens.unsqueeze(1)) & (before >= 0)
+        self.loop_run = torch.where(same, self.loop_run + 1, torch.zeros_like(self.loop_run))
+        return (self.loop_run >= self.loop_need).any(dim=1)
 
     def layers(self) -> list[DynamicLayer]:
         return self.cache.layers

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import DynamicCache
 
-from verl_parl.backends.cpu.batch import NO_TOP_K, Batch, GrowingLayer, sample_filtered, sample_plain
+from verl_parl.backends.cpu.batch import NO_LOOP, NO_TOP_K, Batch, GrowingLayer, sample_filtered, sample_plain
+from verl_parl.loops import LoopStop
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -69,6 +70,7 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()  # in addition to the engine's eos ids
     logprobs: bool = False
     seed: int | None = None  # per-request generator when set (reproducible sampling)
+    stop_loops: LoopStop | None = None  # end the request when its tokens loop (finish reason "loop")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -90,7 +92,7 @@ class SamplingParams:
 class GenerationResult:
     token_ids: list[int]
     log_probs: list[float] | None
-    finish_reason: str  # "stop" (eos/stop token, included in token_ids), "length", or "aborted"
+    finish_reason: str  # "stop" (eos/stop token, included in token_ids), "length", "loop" or "aborted"
 
 
 @dataclass
@@ -456,6 +458,8 @@ class BatchedGenerator:
             stop_ids=torch.tensor([s + [-1] * (width - len(s)) for s in stops], dtype=torch.long),
             out_tok=torch.zeros(len(requests), max(limits), dtype=torch.long),
             out_lp=torch.zeros(len(requests), max(limits), dtype=torch.float32),
+            loop_need=_loop_needs(params),
+            loop_run=torch.zeros(len(requests), _loop_width(params), dtype=torch.long),
             cache=cache,
             mask=mask,
         )
@@ -488,15 +492,19 @@ class BatchedGenerator:
         batch.out_tok.scatter_(1, col, tokens.unsqueeze(1))
         if logprobs is not None:
             batch.out_lp.scatter_(1, col, logprobs.unsqueeze(1))
+        looping = batch.looping(tokens) if batch.any_loop_stop else torch.zeros_like(batch.greedy)
         batch.n_gen += 1
         batch.last = tokens
         self._stats.generated_tokens += len(batch)
         stopped = (tokens.unsqueeze(1) == batch.stop_ids).any(dim=1)
-        done = stopped | (batch.n_gen >= batch.limit)
+        done = stopped | looping | (batch.n_gen >= batch.limit)
         if not bool(done.any()):
             return
         rows = done.nonzero().flatten().tolist()
-        reasons = ["stop" if s else "length" for s in stopped[rows].tolist()]
+        reasons = [
+            "stop" if s else "loop" if lo else "length"
+            for s, lo in zip(stopped[rows].tolist(), looping[rows].tolist(), strict=True)
+        ]
         self._finish_rows(batch, rows, reasons)
         gone = set(rows)
         self._shrink([i for i in range(len(batch)) if i not in gone], batch)
@@ -546,6 +554,17 @@ class BatchedGenerator:
             return
         result = GenerationResult(tokens, logprobs if request.params.logprobs else None, reason)
         _deliver(request.loop, request.future, result)
+
+
+def _loop_width(params: list[SamplingParams]) -> int:
+    return max([1, *(p.stop_loops.max_period for p in params if p.stop_loops is not None)])
+
+
+def _loop_needs(params: list[SamplingParams]) -> torch.Tensor:
+    """[B, P] ``loop_need`` rows: each request's :meth:`LoopStop.needs`, NO_LOOP where it does not stop."""
+    width = _loop_width(params)
+    rows = [p.stop_loops.needs() if p.stop_loops is not None else [] for p in params]
+    return torch.tensor([r + [NO_LOOP] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def _prefill_groups(requests: list[_Request], max_tokens: int) -> list[list[_Request]]:

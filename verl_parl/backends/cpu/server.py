@@ -28,6 +28,7 @@ from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from verl_parl.backends.cpu.engine import BatchedGenerator, SamplingParams
 from verl_parl.backends.cpu.names import ROLLOUT_NAME
+from verl_parl.loops import LoopStop
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ def to_sampling_params(params: dict[str, Any], max_tokens: int) -> SamplingParam
         stop_token_ids=tuple(int(t) for t in stop),
         logprobs=params.get("logprobs") not in (None, False),  # vLLM-style 0 means "the sampled token's"
         seed=params.get("seed"),
+        stop_loops=LoopStop(**params["stop_loops"]) if params.get("stop_loops") else None,
     )
 
 
