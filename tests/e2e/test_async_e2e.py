@@ -25,6 +25,7 @@ def test_parl_swarm_under_colocate_async(tmp_path) -> None:  # type: ignore[no-u
         "trainer.save_freq=-1",
         "parl.embedded.agent_loop=parl_swarm",
         "reward.reward_manager.name=parl",
+        "algorithm.rollout_correction.bypass_mode=false",  # the old-log-prob forward the fresh gap is measured in
     )
     assert result.returncode == 0, result.stderr[-4000:]
     records = read_metrics(tmp_path / "run")

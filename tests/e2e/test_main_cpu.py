@@ -59,8 +59,10 @@ def assert_trained(result: subprocess.CompletedProcess[str], run_dir: Path, step
     assert max(r["training/global_step"] for r in train) == steps
     for record in train:
         assert math.isfinite(record["actor/grad_norm"])
-        # rollout (hf server) vs trainer log-probs of the same tokens: catches a broken weight sync
-        assert record["training/rollout_probs_diff_max"] < 1e-3
+        # rollout (hf server) vs trainer log-probs of the same tokens: catches a broken weight sync. The CPU profile
+        # reuses the rollout's log-probs (verl's bypass mode): then the first update's PPO ratio compares them
+        gap = record.get("training/rollout_probs_diff_max")
+        assert gap < 1e-3 if gap is not None else abs(record["actor/ppo_kl"]) < 1e-4
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["succeeded"] is True
     assert summary["steps"] == steps
