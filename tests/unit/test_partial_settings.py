@@ -67,19 +67,20 @@ def test_enable_needs_a_budget_and_drop_needs_a_bound() -> None:
     ]
 
 
-def test_run_needs_sync_single_prompt_fetches_and_log_probs_for_importance() -> None:
+def test_run_needs_sync_single_prompt_fetches_and_decoupled_log_probs_for_importance() -> None:
     cfg = run_cfg(
         {"enable": True, "max_seconds_per_step": 5.0},
         trainer={"v1": {"trainer_mode": "colocate_async"}},
         data={"gen_batch_size": None},
         actor_rollout_ref={"rollout": {"calculate_log_probs": False}},
-        algorithm={"rollout_correction": {"rollout_is": None}},
+        algorithm={"rollout_correction": {"rollout_is": None, "bypass_mode": True}},
     )
     errors = verl_parl_validate_config(cfg)
     assert [e.split(":")[0] for e in errors] == [
         "trainer.v1.trainer_mode",
         "data.gen_batch_size",
         "actor_rollout_ref.rollout.calculate_log_probs",
+        "algorithm.rollout_correction.bypass_mode",  # the CPU profile's: importance weights need decoupled mode
         "algorithm.rollout_correction.rollout_is",
     ]
     assert "needs one of ['sync', 'parl_sync'], got 'colocate_async'" in errors[0]
@@ -89,7 +90,7 @@ def test_mask_rule_needs_no_log_probs_and_a_disabled_section_needs_nothing() -> 
     mask = run_cfg(
         {"enable": True, "max_turns_per_step": 2, "stale_turns": "mask"},
         actor_rollout_ref={"rollout": {"calculate_log_probs": False}},
-        algorithm={"rollout_correction": {"rollout_is": None}},
+        algorithm={"rollout_correction": {"rollout_is": None, "bypass_mode": True}},
     )
     assert verl_parl_validate_config(mask) == []
     off = run_cfg({"enable": False}, trainer={"v1": {"trainer_mode": "colocate_async"}}, data={"gen_batch_size": 8})
