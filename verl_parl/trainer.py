@@ -232,7 +232,7 @@ class ParlHooks:
             run_dir=OmegaConf.select(self.config, "parl.output_dir", default=None),
         )
         self.replay_buffer.partial = self._partial  # type: ignore[attr-defined]
-        # verl's buffer polls every 2 s; each paused group's refill waits for a poll, so poll sooner
+        # each paused group's refill waits for the buffer's next look: parl.partial_rollout sets how often it looks
         self.replay_buffer.poll_interval = self._partial.settings.poll_interval_s  # type: ignore[attr-defined]
 
     def prepare_step(self) -> dict:
