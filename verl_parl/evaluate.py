@@ -12,7 +12,7 @@ task the system prompt is the task's prompt for that mode, so every mode sees th
 Every answer is scored with the configured scorer (``reward.custom_reward_function.reward_kwargs
 .scorer``). Printed per mode: mean score, success rate, item-F1 (for table answers), the item-F1 of the
 rows the subagents returned (``results_item_f1``: swarm episodes of table tasks, as if the answer had copied
-them all), critical steps, total steps, the share of looped responses and wall time.
+them all), the share of a table's rows some assignment names (``coverage``), critical steps, total steps, the share of looped responses and wall time.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class EpisodeResult:
     error: str | None = None
     looped: bool = False  # the response holds a loop (verl_parl.rewards.repetition)
     results_item_f1: float | None = None  # table tasks: the subagents' rows as returned (rewards.scorers)
+    coverage: float | None = None  # table tasks: share of the rows some assignment names (rewards.guard.coverage)
     response: str = ""  # the last segment's response (assistant turns and tool results), special tokens removed
 
 
@@ -181,7 +182,7 @@ class Evaluator:
         return list(results), time.perf_counter() - started
 
     def score(self, mode: str, index: int, row: dict[str, Any], output: Any) -> EpisodeResult:
-        from verl_parl.rewards.verl_manager import results_f1
+        from verl_parl.rewards.verl_manager import results_f1, rows_covered
         from verl_parl.rewards.verl_reward import compute_score
 
         outputs = output if isinstance(output, list) else [output]
@@ -206,6 +207,7 @@ class Evaluator:
             wall_s=0.0,
             looped=looped(text),
             results_item_f1=results_f1(row, extra),
+            coverage=rows_covered(row, extra),
             response=text,
         )
 
@@ -227,6 +229,7 @@ def summarize(results: list[EpisodeResult], wall_s: float) -> dict[str, Any]:
         "total_steps": mean([r.total_steps for r in results]),
         "looped": mean([float(r.looped) for r in results]),
         "results_item_f1": mean([r.results_item_f1 for r in results if r.results_item_f1 is not None]),
+        "coverage": mean([r.coverage for r in results if r.coverage is not None]),
         "wall_s": round(wall_s, 2),
     }
 
@@ -239,6 +242,7 @@ def format_table(summaries: dict[str, dict[str, Any]]) -> str:
         "success",
         "item_f1",
         "results_item_f1",
+        "coverage",
         "critical_steps",
         "total_steps",
         "looped",

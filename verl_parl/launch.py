@@ -45,6 +45,7 @@ HELDOUT_METRICS = (
     ("held-out looped", "val-parl/looped/mean"),
     ("held-out wide item-F1", "val-parl/wide/item_f1/mean"),
     ("held-out results item-F1", "val-parl/results_item_f1/mean"),
+    ("held-out coverage", "val-parl/coverage/mean"),
     ("held-out wide critical steps", "val-parl/wide/critical_steps/mean"),
     ("train critical steps", "parl/critical_steps/mean"),
     ("train parallelism", "parl/parallelism/mean"),

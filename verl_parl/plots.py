@@ -46,6 +46,7 @@ PANELS = (
             "val-parl/score/mean",
             "val-parl/wide/item_f1/mean",
             "val-parl/results_item_f1/mean",
+            "val-parl/coverage/mean",
         ),
         prefixes=("val-core/",),
     ),

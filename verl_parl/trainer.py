@@ -84,6 +84,7 @@ HELDOUT_FIELDS = (
     "spurious_fraction",
     "looped",
     "results_item_f1",
+    "coverage",
 )
 
 
@@ -116,7 +117,8 @@ def heldout_row(extra: Any) -> dict[str, float]:
     ``spurious_fraction``: the ``parl`` reward's share of spurious subagents (:mod:`verl_parl.rewards.guard`);
     ``looped``: 1 if the ``parl`` reward found a loop in the response (:mod:`verl_parl.rewards.repetition`);
     ``results_item_f1``: on table tasks, the item-F1 of the rows the subagents returned, as if the answer had
-    copied them all (:func:`verl_parl.rewards.scorers.results_item_f1`)."""
+    copied them all (:func:`verl_parl.rewards.scorers.results_item_f1`); ``coverage``: on table tasks, the share of
+    the rows some assignment names (:func:`verl_parl.rewards.guard.coverage`)."""
     if not isinstance(extra, dict):
         return {}
     info = extra.get("reward_extra_info")
@@ -132,6 +134,7 @@ def heldout_row(extra: Any) -> dict[str, float]:
         "spurious_fraction": [info.get("parl_spurious_fraction")],
         "looped": [info.get("parl_looped")],
         "results_item_f1": [info.get("parl_results_item_f1")],
+        "coverage": [info.get("parl_coverage")],
     }
     for name, values in candidates.items():
         found = next((v for v in map(_number, values) if v is not None), None)

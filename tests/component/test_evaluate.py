@@ -86,9 +86,16 @@ def test_swarm_episodes_of_table_tasks_also_score_the_rows_their_subagents_retur
     # the answer has Peru's key right: 1 cell of the 2 it wrote, of the 4 asked
     assert result.item_f1 == pytest.approx(2 * (1 / 2) * (1 / 4) / (1 / 2 + 1 / 4))
     assert result.results_item_f1 == pytest.approx(3 / 4)  # Peru's two cells and Chad's key, of 4 each way
+    assert result.coverage == 0.0  # the records carry no prompts: no row was asked for by name
+    asked = [{**record, "prompt": "Find the capital of Peru."} for record in found]
+    covered = evaluator.score(
+        "parl_swarm", 0, row, [SimpleNamespace(**{**vars(last), "extra_fields": {"parl_subagents": asked}})]
+    )
+    assert covered.coverage == 0.5  # Peru of Peru and Chad
     single = evaluator.score("researcher", 1, row, [SimpleNamespace(response_ids=last.response_ids, extra_fields={})])
-    assert single.results_item_f1 is None  # no subagents
-    assert evaluate.summarize([result, single], 1.0)["results_item_f1"] == pytest.approx(3 / 4)
+    assert single.results_item_f1 is None and single.coverage is None  # no subagents
+    summary = evaluate.summarize([result, covered, single], 1.0)
+    assert summary["results_item_f1"] == pytest.approx(3 / 4) and summary["coverage"] == 0.25
 
 
 def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

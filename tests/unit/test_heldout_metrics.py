@@ -63,6 +63,13 @@ def test_results_item_f1_is_averaged_over_the_episodes_that_report_it() -> None:
     assert heldout_metrics(rows)["val-parl/results_item_f1/mean"] == pytest.approx(0.625)
 
 
+def test_coverage_is_averaged_over_the_episodes_that_report_it() -> None:
+    rows = [swarm_episode(0.25, 3, 9, 2.0, 2) for _ in range(3)]
+    for row, covered in zip(rows, (1.0, 0.4), strict=False):  # the last (a short-answer task) reports none
+        row["reward_extra_info"]["parl_coverage"] = covered
+    assert heldout_metrics(rows)["val-parl/coverage/mean"] == pytest.approx(0.7)
+
+
 def test_researcher_episode_counts_turns_as_steps_and_no_parallelism() -> None:
     extra = {"parl_turns": 4.0, "parl_invalid_tool_calls": 0.0, "reward_extra_info": {"score": 0.2, "item_f1": 0.2}}
     assert heldout_row(extra) == {

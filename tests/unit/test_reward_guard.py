@@ -7,6 +7,7 @@ import pytest
 from verl_parl.rewards.guard import (
     SubagentRun,
     TaskTerms,
+    coverage,
     credit_episode,
     credited_stats,
     is_useful,
@@ -225,3 +226,14 @@ def test_runs_and_question_are_read_from_the_episode_and_the_sample() -> None:
     assert question_of({}, chat) == "What is 2 + 3?"
     assert question_of({"question": "Q?"}, chat) == "Q?"
     assert question_of({}, None) == ""
+
+
+def test_coverage_is_the_share_of_rows_some_assignment_names() -> None:
+    names = table_names(WIDE_GOLD, {"keys": "country"})
+    asked = [run(1, 2, "Find the capital of Germany."), run(2, 2, "Find the capital of germany", result="")]
+    assert coverage(asked, names) == 0.5  # Germany twice, once with no result: one row of two
+    both = [*asked, run(3, 2, "Find the capital of Bosnia and Herzegovina.", returned=False)]
+    assert coverage(both, names) == 1.0  # asked for is covered, whatever came back
+    assert coverage([run(1, 2, "Find the capital of Bosnia.")], names) == 0.0  # part of a name is not the name
+    assert coverage([], names) == 0.0
+    assert coverage(asked, ()) is None  # no keyed table (a deep task)

@@ -184,10 +184,15 @@ async def test_parl_manager_scores_the_rows_the_subagents_returned_on_table_task
     # both subagents returned "| Germany | Berlin |": the first row is right, its repeat is a duplicate key
     assert info["parl_results_item_f1"] == 1.0
     assert reward_metrics([info])["parl/results_item_f1/mean"] == 1.0
+    assert info["parl_coverage"] == 1.0  # the one gold row, Germany, was asked for
+    two = "country,capital\nGermany,Berlin\nPeru,Lima\n"
+    half = (await manager.run_single(make_item("7", swarm_extra("Find the capital of France."), 1, two, wide)))
+    assert reward_metrics([half["reward_extra_info"]])["parl/coverage/mean"] == 0.5  # Peru never asked for
     deep = (await manager.run_single(make_item("7", swarm_extra("Find 7."), 1)))["reward_extra_info"]
-    assert "parl_results_item_f1" not in deep  # a short answer, not a keyed table
+    assert "parl_results_item_f1" not in deep and "parl_coverage" not in deep  # a short answer, not a keyed table
     single = await manager.run_single(make_item("7", {}, 1, "country,capital\nGermany,Berlin\n", wide))
     assert "parl_results_item_f1" not in single["reward_extra_info"]  # no subagents: nothing to score
+    assert "parl_coverage" not in single["reward_extra_info"]
 
 
 async def test_parl_manager_reads_the_question_from_the_chat_prompt_and_reports_zero_without_subagents() -> None:

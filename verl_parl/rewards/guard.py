@@ -197,6 +197,16 @@ def result_names(result: str, prompt: str) -> tuple[tuple[str, ...], ...]:
     return tuple(dict.fromkeys(new))
 
 
+def coverage(runs: Sequence[SubagentRun], names: Sequence[str]) -> float | None:
+    """Share of a table task's row keys (``names``: :func:`table_names`) that some assignment's prompt names as whole
+    words (:func:`names_any`), whatever came back; None without names. E.g. names Lima, Quito, Bogota and prompts
+    asking for Lima and Quito (or Lima twice and Quito) → 2/3."""
+    keys = [name for name in (tuple(words(n)) for n in names) if name]
+    if not keys:
+        return None
+    return sum(any(names_any(run.prompt, [key]) for run in runs) for key in keys) / len(keys)
+
+
 def has_result(run: SubagentRun) -> bool:
     """Guard (b): the subagent returned (no error, timeout or budget cut) a result with a letter or digit."""
     return run.returned and bool(_WORD.search(run.result))

@@ -45,6 +45,7 @@ REWARD_METRICS = {
     "parl/looped/mean": "parl_looped",
     "parl/policy_looped/mean": "parl_policy_looped",
     "parl/results_item_f1/mean": "parl_results_item_f1",
+    "parl/coverage/mean": "parl_coverage",
 }
 """Logged metric → ``reward_extra_info`` key (mean over the step's samples)."""
 INFRA_FAILED = "parl_infra_failed"

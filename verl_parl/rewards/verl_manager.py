@@ -10,7 +10,8 @@ terms are the registered reward form's (:mod:`verl_parl.rewards.forms`) named by
 (:mod:`verl_parl.rewards.guard`); each episode's ``parl_spurious_fraction`` is returned either way, and
 ``parl_looped`` (1.0 when the response holds a loop, :mod:`verl_parl.rewards.repetition`; no term reads it), and
 on table tasks ``parl_results_item_f1`` (the item-F1 of the rows the subagents returned, as if the answer had
-copied them all: what they found, against what the answer kept; no term reads it either).
+copied them all: what they found, against what the answer kept; no term reads it either) and ``parl_coverage`` (the
+share of the table's rows some assignment names, :func:`verl_parl.rewards.guard.coverage`; read by no term).
 
 The run's LLM judge (``parl.reward.judge``, :func:`verl_parl.rewards.judge.build_judge`) is built once
 per manager and handed to the score function as ``judge=`` (our scorer bridge passes it on to the
@@ -30,7 +31,15 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from verl_parl.rewards.config import ParlRewardConfig, parse_reward_config
 from verl_parl.rewards.forms import EpisodeReward, RewardForm
-from verl_parl.rewards.guard import TaskTerms, credit_episode, question_of, subagent_runs, task_terms
+from verl_parl.rewards.guard import (
+    TaskTerms,
+    coverage,
+    credit_episode,
+    question_of,
+    subagent_runs,
+    table_names,
+    task_terms,
+)
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats
@@ -45,6 +54,7 @@ SPURIOUS_KEY = "parl_spurious_fraction"
 LOOPED_KEY = "parl_looped"  # 1.0 when the response holds a loop (verl_parl.rewards.repetition)
 POLICY_LOOPED_KEY = "parl_policy_looped"  # 1.0 when one of the policy's own turns loops (the agent loop reports it)
 RESULTS_F1_KEY = "parl_results_item_f1"  # item-F1 of the subagents' rows as returned (verl_parl.rewards.scorers)
+COVERAGE_KEY = "parl_coverage"  # share of the table's rows some assignment names (verl_parl.rewards.guard)
 
 
 def reward_config_from(config: Any) -> ParlRewardConfig:
@@ -95,6 +105,16 @@ def results_f1(non_tensor: Mapping[str, Any], extra: Mapping[str, Any]) -> float
     if runs is None:
         return None
     return results_item_f1([run.result for run in runs], *gold_of(non_tensor))
+
+
+def rows_covered(non_tensor: Mapping[str, Any], extra: Mapping[str, Any]) -> float | None:
+    """Share of the gold table's rows whose key some subagent prompt names (:func:`~verl_parl.rewards.guard.coverage`);
+    None for an episode without subagent records or a task whose ground truth is not a keyed table."""
+    runs = subagent_runs(extra)
+    if runs is None:
+        return None
+    ground_truth, extra_info = gold_of(non_tensor)
+    return coverage(runs, table_names(ground_truth, extra_info))
 
 
 def credited(
@@ -173,6 +193,9 @@ class ParlRewardManager(RewardManagerBase):
         found = results_f1(item.non_tensor_batch, extra)
         if found is not None:
             info[RESULTS_F1_KEY] = found
+        covered = rows_covered(item.non_tensor_batch, extra)
+        if covered is not None:
+            info[COVERAGE_KEY] = covered
         return {"reward_score": info["parl_reward"], "reward_extra_info": info}
 
     def _response_text(self, item: Any) -> str:
