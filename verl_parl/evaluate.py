@@ -12,7 +12,8 @@ task the system prompt is the task's prompt for that mode, so every mode sees th
 Every answer is scored with the configured scorer (``reward.custom_reward_function.reward_kwargs
 .scorer``). Printed per mode: mean score, success rate, item-F1 (for table answers), the item-F1 of the
 rows the subagents returned (``results_item_f1``: swarm episodes of table tasks, as if the answer had copied
-them all), the share of a table's rows some assignment names (``coverage``), critical steps, total steps, the share of looped responses and wall time.
+them all), the share of a table's rows some assignment names (``coverage``), critical steps, total steps, the
+share of looped responses and wall time.
 """
 
 from __future__ import annotations
