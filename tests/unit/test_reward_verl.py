@@ -186,7 +186,7 @@ async def test_parl_manager_scores_the_rows_the_subagents_returned_on_table_task
     assert reward_metrics([info])["parl/results_item_f1/mean"] == 1.0
     assert info["parl_coverage"] == 1.0  # the one gold row, Germany, was asked for
     two = "country,capital\nGermany,Berlin\nPeru,Lima\n"
-    half = (await manager.run_single(make_item("7", swarm_extra("Find the capital of France."), 1, two, wide)))
+    half = await manager.run_single(make_item("7", swarm_extra("Find the capital of France."), 1, two, wide))
     assert reward_metrics([half["reward_extra_info"]])["parl/coverage/mean"] == 0.5  # Peru never asked for
     deep = (await manager.run_single(make_item("7", swarm_extra("Find 7."), 1)))["reward_extra_info"]
     assert "parl_results_item_f1" not in deep and "parl_coverage" not in deep  # a short answer, not a keyed table
