@@ -103,43 +103,6 @@ def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demo
             assert rows and all(row in final for row in rows)
 
 
-def test_serial_plans_note_their_walk_through_the_list_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from verl_parl.tasks.research import demos
-
-    monkeypatch.setattr(demos, "WALK_NOTES", True)
-    serial = [d for d in make_demos("research", ("orchestrator",), 60, seed=5) if d.meta["style"] == "serial"]
-    assert {d.meta["task_type"] == "wide_neighbours" for d in serial} == {True, False}
-    for demo in serial:
-        check_demo(demo)
-        names = demo.meta["entities"]
-        neighbours = demo.meta["task_type"] == "wide_neighbours"
-        # the list walked: the question's, or the subagent's reply naming the neighbours
-        listing = demo.messages[4]["content"] if neighbours else demo.messages[1]["content"]
-        turns = [m for m in demo.messages if m["role"] == "assistant"][neighbours:]
-        assert len(turns) == len(names) + 1 and not turns[0]["content"]  # the first row needs no note
-        for i, turn in enumerate(turns[1:]):
-            note = turn["content"].split("\n<answer>")[0]
-            assert note in listing and note.startswith(" " + names[i])
-            if i + 1 < len(names):  # through the next name, which the turn's one assignment then asks for
-                assert note.endswith(names[i + 1])
-                assert names[i + 1] in _calls(turn)[0]["arguments"]["prompt"]
-            else:  # the last name and what follows it, then the answer
-                assert note in (f" {names[i]}.", f" {names[i]}")
-                assert turn["content"].endswith("</answer>") and not turn.get("tool_calls")
-
-
-def test_walk_notes_name_a_name_missing_from_the_list() -> None:
-    from verl_parl.tasks.research.demos import _walk_notes
-
-    assert _walk_notes("Look up: Chad; Niger; Mali. Answer", ["Chad", "Niger", "Mali"]) == [
-        " Chad; Niger",
-        " Niger; Mali",
-        " Mali.",
-    ]
-    with pytest.raises(ValueError, match="'Mali' is not in"):
-        _walk_notes("Look up: Mali; Chad.", ["Chad", "Mali"])
-
-
 def test_wide_answers_score_full_marks_with_the_research_scorer() -> None:
     from verl_parl.tasks.research.scoring import research_scorer
 

@@ -147,14 +147,6 @@ held-out lists (``coldstart --evaluate``), names right 0.09 (``names``, the cold
 mix (three wide to one deep), item-F1 0.118-0.121 for four ``names`` cold starts, 0.119 (``sentence``) and
 **0.160** (``listing``; its 42 ``wide_neighbours`` tasks 0.163, from 0-0.018). ``listing`` with seed 1: names
 right 0.72, but whole tasks 0.105 weighted (``wide_neighbours`` 0.066); the shipped checkpoint is seed 0."""
-WALK_NOTES = False
-"""Whether each turn of a serial wide plan after the first opens with a note that copies the task's list from the
-entity whose row just came back through the next one (``Russia; China`` from the question's ``Russia; China;
-Zimbabwe``), so that the assignment below copies its entity from just above; after the last row the note is that
-entity and what follows it in the list (``Estonia.``), and the answer follows. Off: the turns are the calls alone.
-Two cold starts with it (seeds 0 and 1), greedy on 256 held-out tasks weighted three wide to one deep: item-F1 0.103
-and 0.068 against 0.156, coverage 0.322 and 0.290 against 0.377; their serial plans covered more rows (0.469, 0.55
-against 0.430), but both fanned out in one turn more often and lost the neighbour lists (docs/cpu.md)."""
 _NEIGHBOUR_REPLIES = ("names", "sentence", "listing")
 _POPULATION_WORDS = ("inhabitants", "people", "population", "residents")
 _EVIDENCE_WORDS = {  # deep types whose answer is one fact of the last page: words of the sentence stating it
@@ -474,27 +466,8 @@ def heldout_neighbour_lists(n: int, seed: int = 0, split: str = "val") -> list[D
 # ------------------------------------------------------------------------------------ orchestrator
 
 
-def _turn(calls: list[dict[str, Any]], content: str = "") -> Message:
-    return {"role": "assistant", "content": content, "tool_calls": calls}
-
-
-def _walk_notes(listing: str, names: list[str]) -> list[str]:
-    """For each of ``names`` in the order ``listing`` writes them, ``listing``'s text from that name (with the space
-    before it: the byte-level tokens of `` Kiribati`` and ``Kiribati`` differ) through the next one, or through the
-    character after it for the last (:data:`WALK_NOTES`)."""
-    starts, cursor = [], 0
-    for name in names:
-        cursor = listing.find(name, cursor)
-        if cursor < 0:
-            raise ValueError(f"{name!r} is not in {listing!r} after the names before it")
-        starts.append(cursor)
-        cursor += len(name)
-    ends = [start + len(name) for start, name in zip(starts, names, strict=True)]
-    starts = [start - 1 if start and listing[start - 1] == " " else start for start in starts]
-    return [
-        listing[start : ends[i + 1] if i + 1 < len(names) else min(len(listing), ends[i] + 1)]
-        for i, start in enumerate(starts)
-    ]
+def _turn(calls: list[dict[str, Any]]) -> Message:
+    return {"role": "assistant", "content": "", "tool_calls": calls}
 
 
 def _results(texts: list[str]) -> list[Message]:
@@ -568,18 +541,13 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
     rows = [_row(task, i, dw.pages[task.gold_docids[first + i]]["text"]) for i in range(len(task.rows))]
     replies = [_row_reply(task.columns, row) for row in rows]
     style = "parallel" if rng.random() < PARALLEL_SHARE else "serial"
-    notes = [""] * (len(rows) + 1)
-    if style == "serial" and WALK_NOTES:
-        listing = _neighbour_reply(task, dw) if first else _user(task)
-        notes = ["", *_walk_notes(listing, [row[0] for row in task.rows])]
     if style == "parallel":
         messages += [_turn(pending + assigns), *_results(pending_results + replies)]
     else:
         for i, (assign, reply) in enumerate(zip(assigns, replies, strict=True)):
             head, head_results = (pending, pending_results) if i == 0 else ([], [])
-            messages += [_turn([*head, assign], notes[i]), *_results([*head_results, reply])]
-    answer = _answer(_table(task, rows))
-    messages.append({"role": "assistant", "content": f"{notes[-1]}\n{answer}" if notes[-1] else answer})
+            messages += [_turn([*head, assign]), *_results([*head_results, reply])]
+    messages.append({"role": "assistant", "content": _answer(_table(task, rows))})
     return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": style})
 
 
