@@ -466,6 +466,8 @@ def test_assignment_scores_by_hand() -> None:
     assert assignment_scores(["Porto", "Aden", "Gent"], turn) == (3, 2, 2)
     assert assignment_scores(["Porto"], "no calls at all") == (0, 0, 0)
     assert assignment_scores(["Porto"], assign("Porto") + '<tool_call>\n{"name": "create_subagent"') == (1, 1, 1)
+    each = {"name": "assign_each", "arguments": {"agent": "a", "prompt": "Area of {item}?", "items": "Porto; Lyon"}}
+    assert assignment_scores(["Porto", "Aden"], f"<tool_call>\n{json.dumps(each)}\n</tool_call>") == (2, 1, 1)
 
 
 def test_the_package_ships_the_readers_research_cold_start() -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
-from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT
+from verl_parl.swarm.calls import ASSIGN_EACH, ASSIGN_TASK, CREATE_SUBAGENT, ITEM, split_items
 from verl_parl.tasks.research import dataset
 from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
 from verl_parl.tasks.research.names import trie_pattern
@@ -87,19 +87,24 @@ def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demo
     assert styles == {"parallel", "serial", "deep"} | ({"hops"} if DEEP_HOPS else set())
     for demo in orchestrators:
         turns = [m for m in demo.messages if m["role"] == "assistant" and m.get("tool_calls")]
-        assigns = [[c for c in _calls(t) if c["name"] == ASSIGN_TASK] for t in turns]
+        assigns = [[c for c in _calls(t) if c["name"] in (ASSIGN_TASK, ASSIGN_EACH)] for t in turns]
         creates = [c for t in turns for c in _calls(t) if c["name"] == CREATE_SUBAGENT]
         assert [c["arguments"]["name"] for c in creates] == [SUBAGENT_NAME]
         row_turns = assigns[1:] if demo.meta["task_type"] == "wide_neighbours" else assigns
-        if demo.meta["style"] == "parallel":
-            assert len(row_turns) == 1 and len(row_turns[0]) >= 2
+        if demo.meta["style"] == "parallel":  # one assign_each whose items are the entities, in table order
+            assert len(row_turns) == 1 and [c["name"] for c in row_turns[0]] == [ASSIGN_EACH]
+            each = row_turns[0][0]["arguments"]
+            assert split_items(each["items"]) == demo.meta["entities"] and ITEM in each["prompt"]
+            if demo.meta["task_type"] != "wide_neighbours":  # a copy of the question's list
+                assert each["items"] in demo.messages[1]["content"]
         if demo.meta["style"] == "serial":
-            assert all(len(a) == 1 for a in row_turns) and len(row_turns) >= 2
+            assert all([c["name"] for c in a] == [ASSIGN_TASK] for a in row_turns) and len(row_turns) >= 2
         final = demo.messages[-1]["content"]
         assert final.startswith("<answer>") and final.endswith("</answer>")
         if demo.meta["style"] not in ("deep", "hops"):  # every subagent row (below its header) is copied into the table
             results = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("| ")]
-            rows = [result.splitlines()[-1] for result in results]
+            rows = [line for result in results for line in result.splitlines() if not line.startswith("| country |")]
+            rows = [row for row in rows if not row.startswith("| city |")]
             assert rows and all(row in final for row in rows)
 
 
@@ -176,8 +181,10 @@ def test_row_replies_restate_the_header_or_write_fact_lines_when_asked(
         results = [m["content"] for m in demo.messages if m["role"] == "tool" and "| " in m["content"]]
         table = demo.messages[-1]["content"].removeprefix("<answer>").removesuffix("</answer>").splitlines()
         header, rows = table[0], table[2:]
-        # every subagent result is the row the table copies, below what the reply writes above it
-        assert sorted(results) == sorted("\n".join([*above(header, row), row]) for row in rows)
+        replies = ["\n".join([*above(header, row), row]) for row in rows]
+        # every subagent result is the row the table copies, below what the reply writes above it (an
+        # assign_each returns them all in one message, in order)
+        assert results in (replies, ["\n".join(replies)])
 
 
 def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values() -> None:

@@ -165,6 +165,64 @@ def test_assign_before_create_and_too_many_subagents(tokenizer: Any) -> None:
     assert "at most 3 subagent runs per episode" in last[1]
 
 
+def each(items: str, prompt: str = "Find {item}.", agent: str = "worker") -> ToolCall:
+    return ToolCall("assign_each", {"agent": agent, "prompt": prompt, "items": items})
+
+
+def test_assign_each_runs_one_subagent_per_item_in_parallel(tokenizer: Any) -> None:
+    async def scenario() -> tuple[SwarmEpisode, list[str], ScriptedSubagentServer]:
+        ep = episode(tokenizer, server := ScriptedSubagentServer(tokenizer, calls=2))
+        await ep.run_turn([create()])
+        observations = await ep.run_turn([each("Lima; Lautoka ;; Herat;")])
+        ep.record_final_turn()
+        return ep, observations, server
+
+    ep, observations, server = asyncio.run(scenario())
+    assert server.max_in_flight == 3  # the three runs were in flight together
+    assert observations == ["\n".join(["final answer after 2 lookups"] * 3)]  # one message, the results in order
+    assert [r.prompt for r in ep.stages[1].subagents] == ["Find Lima.", "Find Lautoka.", "Find Herat."]
+    accounting = ep.accounting()
+    assert (accounting.critical_steps, accounting.num_assigned, accounting.parallelism) == (1 + (1 + 3) + 1, 3, 3.0)
+    logged = [c for c in ep.log[1]["calls"]]  # one logged run per item, each with its own prompt (the timeline's lanes)
+    assert [c["arguments"]["prompt"] for c in logged] == ["Find Lima.", "Find Lautoka.", "Find Herat."]
+    assert all(c["tool"] == "assign_each" and c["subagent"]["status"] == "ok" for c in logged)
+
+
+@pytest.mark.parametrize(
+    ("calls", "expected"),
+    [
+        ([each("a; b", prompt="Find it.")], "the prompt must contain {item}"),
+        ([each(" ; ")], "items is empty"),
+        ([ToolCall("assign_each", {"agent": "worker", "prompt": "{item}"})], "missing argument(s) ['items']"),
+        ([ToolCall("assign_each", {"agent": "worker", "prompt": "{item}", "items": ["a"]})], "must be strings"),
+        ([each("a", agent="ghost")], "unknown agent 'ghost'"),
+        ([assign("x"), each("a; b")], "at most 2 subagents per turn"),  # an assign_each counts every item
+    ],
+)
+def test_malformed_assign_each_calls_become_observations(tokenizer: Any, calls: list[Any], expected: str) -> None:
+    async def scenario() -> list[str]:
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=0), max_subagents_per_turn=2)
+        await ep.run_turn([create()])
+        observations = await ep.run_turn(calls)
+        assert ep.stages[-1].subagents == tuple(ep.stages[-1].subagents[: len(calls) - 1])  # the bad call ran nothing
+        return observations
+
+    assert expected in asyncio.run(scenario())[-1]
+
+
+def test_assign_each_can_be_turned_off(tokenizer: Any) -> None:
+    ep = episode(tokenizer, ScriptedSubagentServer(tokenizer), assign_each=False)
+    assert [s["function"]["name"] for s in ep.tool_schemas] == ["create_subagent", "assign_task"]
+    assert "assign_each" in [s["function"]["name"] for s in episode(tokenizer, None).tool_schemas]
+
+    async def scenario() -> list[str]:
+        await ep.run_turn([create()])
+        return await ep.run_turn([each("a; b")])
+
+    unknown = "error: unknown tool 'assign_each'; available: ['assign_task', 'create_subagent']"
+    assert asyncio.run(scenario()) == [unknown]
+
+
 def test_parse_tool_calls_handles_bad_json_unclosed_blocks_and_string_arguments() -> None:
     text = (
         'thinking <tool_call>{"name": "assign_task", '

@@ -30,7 +30,7 @@ from verl_parl.chat.calls import CallError, ToolCall, check_arguments, parse_too
 from verl_parl.chat.messages import assistant_message
 from verl_parl.chat.prompts import render_ids
 from verl_parl.models.demos import Demo, make_demos
-from verl_parl.swarm.calls import ASSIGN_TASK
+from verl_parl.swarm.calls import run_prompts
 from verl_parl.tasks import arithmetic
 
 __all__ = [
@@ -396,12 +396,11 @@ class AssignmentReport:
 
 
 def assignment_scores(entities: list[str], first_turn: str) -> tuple[int, int, int]:
-    """``(assign_task calls, of them naming one of entities, entities named by some assignment)``
-    of an orchestrator's first turn (names compared case-insensitively)."""
+    """``(assignments, of them naming one of entities, entities named by some assignment)`` of an orchestrator's
+    first turn (an assignment: an ``assign_task`` call, or one item of an ``assign_each``; names compared
+    case-insensitively)."""
     _, calls = parse_tool_calls(first_turn)
-    prompts = [
-        str(c.arguments.get("prompt", "")).lower() for c in calls if isinstance(c, ToolCall) and c.name == ASSIGN_TASK
-    ]
+    prompts = [p.lower() for c in calls if isinstance(c, ToolCall) for p in run_prompts(c.name, c.arguments)]
     names = [e.lower() for e in entities]
     naming = sum(any(n in p for n in names) for p in prompts)
     return len(prompts), naming, sum(any(n in p for p in prompts) for n in names)

@@ -1,4 +1,10 @@
-"""The orchestrator's two tools, ``create_subagent`` and ``assign_task``: names and function schemas.
+"""The orchestrator's tools, ``create_subagent``, ``assign_task`` and ``assign_each``: names and function schemas.
+
+``assign_task(agent, prompt)`` is Kimi K2.5's (PARL_FACTS.md). ``assign_each(agent, prompt, items)`` is
+ours: one subagent run per item, all in parallel, ``{item}`` in the prompt replaced by the item. It
+asks for a list by copying it (``"Lima; Lautoka; Herat"``), which a small model does far more reliably
+than writing one call per item (docs/cpu.md); ``parl.swarm.assign_each=false`` offers the paper's two
+tools only.
 
 Parsing and argument checking are the chat layer's (:mod:`verl_parl.chat.calls`). The schemas are
 rendered into the cold-start demonstrations (:mod:`verl_parl.models.demos`), so they are part of
@@ -11,6 +17,9 @@ from typing import Any
 
 CREATE_SUBAGENT = "create_subagent"
 ASSIGN_TASK = "assign_task"
+ASSIGN_EACH = "assign_each"
+ITEM = "{item}"
+ITEM_SEPARATOR = ";"
 
 ORCHESTRATOR_TOOL_SCHEMAS: list[dict[str, Any]] = [
     {
@@ -44,4 +53,38 @@ ORCHESTRATOR_TOOL_SCHEMAS: list[dict[str, Any]] = [
             },
         },
     },
+    {
+        "type": "function",
+        "function": {
+            "name": ASSIGN_EACH,
+            "description": "Run a subagent once per item, all in parallel, with {item} in the prompt replaced by "
+            "the item. Returns the subagents' final messages, one after another in item order.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "description": "name given to create_subagent"},
+                    "prompt": {"type": "string", "description": "the task, with {item} where the item goes"},
+                    "items": {"type": "string", "description": "the items, separated by semicolons"},
+                },
+                "required": ["agent", "prompt", "items"],
+            },
+        },
+    },
 ]
+
+
+def split_items(items: str) -> list[str]:
+    """``assign_each``'s items: the text between semicolons, stripped, empty ones dropped."""
+    return [item.strip() for item in items.split(ITEM_SEPARATOR) if item.strip()]
+
+
+def run_prompts(name: str, arguments: dict[str, Any]) -> list[str]:
+    """The prompts of the subagent runs a call asks for: ``assign_task``'s prompt, or ``assign_each``'s with
+    ``{item}`` replaced by each item; none for other tools or arguments that are not strings."""
+    prompt = arguments.get("prompt")
+    if not isinstance(prompt, str) or name not in (ASSIGN_TASK, ASSIGN_EACH):
+        return []
+    if name == ASSIGN_TASK:
+        return [prompt]
+    items = arguments.get("items")
+    return [prompt.replace(ITEM, item) for item in split_items(items)] if isinstance(items, str) else []

@@ -1,9 +1,9 @@
 """One orchestrator episode's state: subagents created, stages run, limits enforced.
 
 Separate from verl's agent-loop plumbing so the rules can be tested with a scripted server:
-``create_subagent`` calls take effect in call order; all ``assign_task`` calls (and direct tool
-calls) of one turn start together and run concurrently; every rule violation is an error
-observation for the model, never an exception.
+``create_subagent`` calls take effect in call order; all ``assign_task`` and ``assign_each`` runs
+(and direct tool calls) of one turn start together and run concurrently; every rule violation is an
+error observation for the model, never an exception.
 """
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
 from verl_parl.deadline import DeadlineGroup
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
-from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.swarm.calls import (
+    ASSIGN_EACH,
+    ASSIGN_TASK,
+    CREATE_SUBAGENT,
+    ITEM,
+    ORCHESTRATOR_TOOL_SCHEMAS,
+    run_prompts,
+)
 from verl_parl.swarm.heap import relaxed_collection
 from verl_parl.swarm.subagent import (
     SubagentContext,
@@ -30,6 +37,8 @@ from verl_parl.swarm.subagent import (
 from verl_parl.tools.base import Tool
 from verl_parl.tools.runtime import ToolBox
 
+_SCHEMAS = {schema["function"]["name"]: schema for schema in ORCHESTRATOR_TOOL_SCHEMAS}
+
 
 @dataclass(frozen=True)
 class SwarmLimits:
@@ -39,6 +48,7 @@ class SwarmLimits:
     max_subagents_per_episode: int = 32
     max_orchestrator_steps: int = 8
     critical_steps_budget: int | None = None
+    assign_each: bool = True  # offer assign_each besides the paper's create_subagent and assign_task
     subagent: SubagentLimits = field(default_factory=SubagentLimits)
 
     def __post_init__(self) -> None:
@@ -75,7 +85,12 @@ class SwarmEpisode:
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return [*ORCHESTRATOR_TOOL_SCHEMAS, *(t.schema for t in self.direct_tools.values())]
+        offered = [s for s in ORCHESTRATOR_TOOL_SCHEMAS if s["function"]["name"] in self._swarm_tools]
+        return [*offered, *(t.schema for t in self.direct_tools.values())]
+
+    @property
+    def _swarm_tools(self) -> list[str]:
+        return [CREATE_SUBAGENT, ASSIGN_TASK, *([ASSIGN_EACH] if self.limits.assign_each else [])]
 
     @property
     def num_assigned(self) -> int:
@@ -102,7 +117,8 @@ class SwarmEpisode:
     async def run_turn(self, calls: list[ToolCall | CallError]) -> list[str]:
         """Execute one turn's calls; returns one observation per call, in call order."""
         observations: list[str | None] = [None] * len(calls)
-        pending: dict[int, Awaitable[str | SubagentResult]] = {}
+        pending: dict[int, Awaitable[str | list[SubagentResult]]] = {}
+        prompts: dict[int, list[str]] = {}  # per assigning call: the prompt of each run
         deadlines = DeadlineGroup(self.limits.subagent.timeout_s)  # one timer for the turn's subagents
         assigned_this_turn = 0
         for index, call in enumerate(calls):
@@ -110,17 +126,18 @@ class SwarmEpisode:
                 observations[index] = call.message
             elif call.name == CREATE_SUBAGENT:
                 observations[index] = self._create(call)
-            elif call.name == ASSIGN_TASK:
-                problem = self._check_assign(call, assigned_this_turn)
-                if problem:
-                    observations[index] = problem
+            elif call.name in (ASSIGN_TASK, ASSIGN_EACH) and call.name in self._swarm_tools:
+                runs = self._runs(call, assigned_this_turn)
+                if isinstance(runs, str):
+                    observations[index] = runs
                 else:
-                    assigned_this_turn += 1
-                    pending[index] = self._assign(call, deadlines)
+                    prompts[index] = runs
+                    assigned_this_turn += len(runs)
+                    pending[index] = self._assign_runs(call.arguments["agent"], runs, deadlines)
             elif call.name in self.direct_tools:
                 pending[index] = self._direct(call, index)
             else:
-                known = sorted([CREATE_SUBAGENT, ASSIGN_TASK, *self.direct_tools])
+                known = sorted([*self._swarm_tools, *self.direct_tools])
                 observations[index] = f"error: unknown tool {call.name!r}; available: {known}"
         started = self.clock()
         with relaxed_collection():  # while subagents are in flight (see swarm/heap.py)
@@ -128,22 +145,27 @@ class SwarmEpisode:
         done = dict(zip(pending, outcomes, strict=True))
         records = []
         for index, outcome in done.items():
-            if isinstance(outcome, SubagentResult):
-                self.results.append(outcome)
-                prompt = str(getattr(calls[index], "arguments", {}).get("prompt", ""))
-                records.append(
-                    SubagentRecord(outcome.steps, outcome.tool_calls, outcome.returned, prompt, outcome.message)
-                )
-                observations[index] = outcome.message
-            else:
+            if isinstance(outcome, str):
                 observations[index] = outcome
+                continue
+            self.results += outcome
+            records += [
+                SubagentRecord(r.steps, r.tool_calls, r.returned, prompt, r.message)
+                for r, prompt in zip(outcome, prompts[index], strict=True)
+            ]
+            observations[index] = "\n".join(r.message for r in outcome)
         self.stages.append(Stage(main_steps=1, subagents=tuple(records)))
         final = [obs or "" for obs in observations]
-        self._log_stage(calls, final, done, started)
+        self._log_stage(calls, final, done, prompts, started)
         return final
 
     def _log_stage(
-        self, calls: list[ToolCall | CallError], observations: list[str], done: dict, started: float
+        self,
+        calls: list[ToolCall | CallError],
+        observations: list[str],
+        done: dict,
+        prompts: dict[int, list[str]],
+        started: float,
     ) -> None:
         entries = []
         for index, (call, observation) in enumerate(zip(calls, observations, strict=True)):
@@ -151,18 +173,12 @@ class SwarmEpisode:
             if isinstance(call, ToolCall):
                 entry.update(tool=call.name, arguments={k: str(v)[:500] for k, v in call.arguments.items()})
             outcome = done.get(index)
-            if isinstance(outcome, SubagentResult):
-                entry["subagent"] = {
-                    "name": outcome.name,
-                    "status": outcome.status,
-                    "steps": outcome.steps,
-                    "tool_calls": outcome.tool_calls,
-                    "tokens": outcome.tokens,
-                    "seconds": outcome.seconds,
-                    "trace": outcome.trace,
-                    "start": outcome.start,
-                    "end": outcome.end,
-                }
+            if isinstance(outcome, list):  # one entry per subagent run, with its own prompt and message
+                entries += [
+                    self._run_entry({**entry, "arguments": {**entry["arguments"], "prompt": prompt[:500]}}, run)
+                    for run, prompt in zip(outcome, prompts[index], strict=True)
+                ]
+                continue
             if index in self._direct_times:
                 entry["start"], entry["end"] = self._direct_times.pop(index)
             entries.append(entry)
@@ -177,8 +193,25 @@ class SwarmEpisode:
             }
         )
 
+    @staticmethod
+    def _run_entry(entry: dict[str, Any], outcome: SubagentResult) -> dict[str, Any]:
+        """``entry`` (a logged call) as one subagent run: its message and its record."""
+        run = {**entry, "observation": outcome.message[:500]}
+        run["subagent"] = {
+            "name": outcome.name,
+            "status": outcome.status,
+            "steps": outcome.steps,
+            "tool_calls": outcome.tool_calls,
+            "tokens": outcome.tokens,
+            "seconds": outcome.seconds,
+            "trace": outcome.trace,
+            "start": outcome.start,
+            "end": outcome.end,
+        }
+        return run
+
     def _create(self, call: ToolCall) -> str:
-        problem = check_arguments(call, ORCHESTRATOR_TOOL_SCHEMAS[0])
+        problem = check_arguments(call, _SCHEMAS[CREATE_SUBAGENT])
         if problem:
             return problem
         name = call.arguments["name"].strip()
@@ -191,22 +224,39 @@ class SwarmEpisode:
         self.agents[name] = call.arguments["system_prompt"]
         return f"created subagent {name!r}"
 
-    def _check_assign(self, call: ToolCall, assigned_this_turn: int) -> str | None:
-        problem = check_arguments(call, ORCHESTRATOR_TOOL_SCHEMAS[1])
+    def _runs(self, call: ToolCall, assigned_this_turn: int) -> list[str] | str:
+        """The prompts of the subagent runs an ``assign_task`` or ``assign_each`` call asks for, or the error
+        observation when it may not run."""
+        problem = check_arguments(call, _SCHEMAS[call.name])
         if problem:
             return problem
+        runs = self._each(call) if call.name == ASSIGN_EACH else run_prompts(call.name, call.arguments)
+        if isinstance(runs, str):
+            return runs
         agent = call.arguments["agent"]
         if agent not in self.agents:
             known = sorted(self.agents) or "none yet; call create_subagent first"
-            return f"error: assign_task: unknown agent {agent!r} (created: {known})"
-        if assigned_this_turn >= self.limits.max_subagents_per_turn:
-            return f"error: assign_task: at most {self.limits.max_subagents_per_turn} subagents per turn"
-        if self.num_assigned + assigned_this_turn >= self.limits.max_subagents_per_episode:
-            return f"error: assign_task: at most {self.limits.max_subagents_per_episode} subagent runs per episode"
-        return None
+            return f"error: {call.name}: unknown agent {agent!r} (created: {known})"
+        if assigned_this_turn + len(runs) > self.limits.max_subagents_per_turn:
+            return f"error: {call.name}: at most {self.limits.max_subagents_per_turn} subagents per turn"
+        if self.num_assigned + assigned_this_turn + len(runs) > self.limits.max_subagents_per_episode:
+            return f"error: {call.name}: at most {self.limits.max_subagents_per_episode} subagent runs per episode"
+        return runs
 
-    async def _assign(self, call: ToolCall, deadlines: DeadlineGroup | None = None) -> SubagentResult:
-        agent, task = call.arguments["agent"], call.arguments["prompt"]
+    @staticmethod
+    def _each(call: ToolCall) -> list[str] | str:
+        """An ``assign_each`` call's prompts, one per item, or the error observation."""
+        if ITEM not in call.arguments["prompt"]:
+            return f"error: {ASSIGN_EACH}: the prompt must contain {ITEM}, where each item goes"
+        empty = f"error: {ASSIGN_EACH}: items is empty; separate the items with semicolons"
+        return run_prompts(ASSIGN_EACH, call.arguments) or empty
+
+    async def _assign_runs(
+        self, agent: str, prompts: list[str], deadlines: DeadlineGroup | None = None
+    ) -> list[SubagentResult]:
+        return list(await asyncio.gather(*(self._assign(agent, prompt, deadlines) for prompt in prompts)))
+
+    async def _assign(self, agent: str, task: str, deadlines: DeadlineGroup | None = None) -> SubagentResult:
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_start(name=agent, task=task)
         result = await run_subagent(

@@ -49,9 +49,9 @@ _TOOL_HINT = (
 SYSTEM_PROMPTS = {
     "parl_swarm": (
         "You are an orchestrator. " + _TOOL_HINT + " Split the task into independent parts: define "
-        "subagents with create_subagent and hand each a part with assign_task (calls made in the same turn "
-        "run in parallel; subagents can search). Combine their results and give the final answer inside "
-        "<answer></answer>."
+        "subagents with create_subagent and hand each a part with assign_task, or one subagent per item of a "
+        "list with assign_each (calls made in the same turn run in parallel; subagents can search). Combine "
+        "their results and give the final answer inside <answer></answer>."
     ),
     "researcher": "You are a careful research assistant. "
     + _TOOL_HINT

@@ -38,7 +38,14 @@ from typing import Any
 
 from verl_parl.models.demos import Demo, Message, call
 from verl_parl.rewards.table import markdown_rule
-from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.swarm.calls import (
+    ASSIGN_EACH,
+    ASSIGN_TASK,
+    CREATE_SUBAGENT,
+    ITEM,
+    ITEM_SEPARATOR,
+    ORCHESTRATOR_TOOL_SCHEMAS,
+)
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import dataset, source
 from verl_parl.tasks.research.tasks import (
@@ -72,8 +79,9 @@ __all__ = [
 ]
 
 PARALLEL_SHARE = 0.3
-"""Share of wide orchestrator demonstrations that assign all entities in one turn (the rest: one per turn).
-The cold-start policy is mostly serial on purpose: PARL's reward is what should teach parallelism."""
+"""Share of wide orchestrator demonstrations that assign all entities in one turn, with one ``assign_each`` call
+whose items copy the question's list (the rest: one ``assign_task`` per turn). The cold-start policy is mostly
+serial on purpose: PARL's reward is what should teach parallelism."""
 
 SUBAGENT_NAME = "finder"
 SUBAGENT_PROMPTS = (
@@ -541,8 +549,10 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
     rows = [_row(task, i, dw.pages[task.gold_docids[first + i]]["text"]) for i in range(len(task.rows))]
     replies = [_row_reply(task.columns, row) for row in rows]
     style = "parallel" if rng.random() < PARALLEL_SHARE else "serial"
-    if style == "parallel":
-        messages += [_turn(pending + assigns), *_results(pending_results + replies)]
+    if style == "parallel":  # the list as the question (or the neighbour reply) gives it, copied
+        items = f"{ITEM_SEPARATOR} ".join(row[0] for row in task.rows)
+        each = {"agent": SUBAGENT_NAME, "prompt": _lookup_prompt(ITEM, task.columns), "items": items}
+        messages += [_turn([*pending, call(ASSIGN_EACH, each)]), *_results([*pending_results, "\n".join(replies)])]
     else:
         for i, (assign, reply) in enumerate(zip(assigns, replies, strict=True)):
             head, head_results = (pending, pending_results) if i == 0 else ([], [])
