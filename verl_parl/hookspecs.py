@@ -154,11 +154,13 @@ def verl_parl_swarm_tools(role: str) -> list[str]:  # type: ignore[empty-body]  
 def verl_parl_subagent_start(name: str, task: str) -> None:
     """A subagent is about to run.
 
-    Receives ``name`` (given to ``create_subagent``) and ``task`` (the ``assign_task`` prompt).
+    Receives ``name`` (given to ``create_subagent``) and ``task`` (the ``assign_task`` prompt, or an
+    ``assign_each`` prompt with the run's item in place of ``{item}``).
 
     Returns nothing (a return value is ignored).
 
-    Calling rule: called once per ``assign_task`` run, in the agent-loop worker, before the
+    Calling rule: called once per subagent run (each ``assign_task``, each item of an ``assign_each``),
+    in the agent-loop worker, before the
     subagent's first generation; subagents of one turn start concurrently, so calls interleave.
     An exception propagates into the episode: keep implementations cheap and safe.
     """

@@ -381,7 +381,7 @@ class AssignmentReport:
     """Held-out wide tasks: the orchestrator's first turn, greedy (does it hand out the task's entities?)."""
 
     tasks: int
-    assignments: int  # assign_task calls in the first turns
+    assignments: int  # subagent runs the first turns ask for (assign_task calls, assign_each items)
     naming: int  # of them, prompts that contain one of the task's entity names
     entities: int  # entities of the tasks
     entities_assigned: int  # of them, named by some first-turn assignment of their task

@@ -35,7 +35,7 @@ from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import source
 from verl_parl.tasks.research.tasks import ALIASES, METRICS, WIDE, Pool, Task, draw_tasks
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: the parl_swarm system prompt names assign_each
 SPLITS = ("train", "val", "test")
 DATA_SOURCES = {"wide": "verl_parl/research/wide", "deep": "verl_parl/research/deep"}
 AGENT_LOOPS = ("parl_swarm", "researcher", "tool_agent")
