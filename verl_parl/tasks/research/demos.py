@@ -78,10 +78,14 @@ __all__ = [
     "research_subagent",
 ]
 
-PARALLEL_SHARE = 0.3
+PARALLEL_SHARE = 0.5
 """Share of wide orchestrator demonstrations that assign all entities in one turn, with one ``assign_each`` call
-whose items copy the question's list (the rest: one ``assign_task`` per turn). The cold-start policy is mostly
-serial on purpose: PARL's reward is what should teach parallelism."""
+whose items copy the question's list (the rest: one ``assign_task`` per turn). The items start with the space that
+stands before the first name in the question (``"items": " Lima; Lautoka"``): the byte-level tokenizer writes
+`` Lima`` and ``Lima`` as different tokens (``L``, ``ima``), so without it the first name is not a copy. Two cold
+starts without that space (shares 0.3 and 0.6) garbled the first name and lost their place in the list (``Cr;
+Gibraltar; Estonia`` for ``Russia; China; Zimbabwe; Gibraltar; Estonia``): coverage 0.17-0.25 on the 256 held-out
+tasks (docs/cpu.md)."""
 
 SUBAGENT_NAME = "finder"
 SUBAGENT_PROMPTS = (
@@ -550,7 +554,7 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
     replies = [_row_reply(task.columns, row) for row in rows]
     style = "parallel" if rng.random() < PARALLEL_SHARE else "serial"
     if style == "parallel":  # the list as the question (or the neighbour reply) gives it, copied
-        items = f"{ITEM_SEPARATOR} ".join(row[0] for row in task.rows)
+        items = " " + f"{ITEM_SEPARATOR} ".join(row[0] for row in task.rows)  # " Lima; ...": see PARALLEL_SHARE
         each = {"agent": SUBAGENT_NAME, "prompt": _lookup_prompt(ITEM, task.columns), "items": items}
         messages += [_turn([*pending, call(ASSIGN_EACH, each)]), *_results([*pending_results, "\n".join(replies)])]
     else:
