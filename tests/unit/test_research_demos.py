@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
-from verl_parl.swarm.calls import ASSIGN_EACH, ASSIGN_TASK, CREATE_SUBAGENT, ITEM, split_items
+from verl_parl.swarm.calls import ASSIGN_EACH, ASSIGN_EACH_SCHEMA, ASSIGN_TASK, CREATE_SUBAGENT, ITEM, split_items
 from verl_parl.tasks.research import dataset
 from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
 from verl_parl.tasks.research.names import trie_pattern
@@ -87,25 +87,41 @@ def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demo
     assert styles == {"parallel", "serial", "deep"} | ({"hops"} if DEEP_HOPS else set())
     for demo in orchestrators:
         turns = [m for m in demo.messages if m["role"] == "assistant" and m.get("tool_calls")]
-        assigns = [[c for c in _calls(t) if c["name"] in (ASSIGN_TASK, ASSIGN_EACH)] for t in turns]
+        assigns = [[c for c in _calls(t) if c["name"] == ASSIGN_TASK] for t in turns]
         creates = [c for t in turns for c in _calls(t) if c["name"] == CREATE_SUBAGENT]
         assert [c["arguments"]["name"] for c in creates] == [SUBAGENT_NAME]
         row_turns = assigns[1:] if demo.meta["task_type"] == "wide_neighbours" else assigns
-        if demo.meta["style"] == "parallel":  # one assign_each whose items are the entities, in table order
-            assert len(row_turns) == 1 and [c["name"] for c in row_turns[0]] == [ASSIGN_EACH]
-            each = row_turns[0][0]["arguments"]
-            assert split_items(each["items"]) == demo.meta["entities"] and ITEM in each["prompt"]
-            if demo.meta["task_type"] != "wide_neighbours":  # a copy of the question's list
-                assert each["items"] in demo.messages[1]["content"]
+        if demo.meta["style"] == "parallel":
+            assert len(row_turns) == 1 and len(row_turns[0]) >= 2
         if demo.meta["style"] == "serial":
-            assert all([c["name"] for c in a] == [ASSIGN_TASK] for a in row_turns) and len(row_turns) >= 2
+            assert all(len(a) == 1 for a in row_turns) and len(row_turns) >= 2
         final = demo.messages[-1]["content"]
         assert final.startswith("<answer>") and final.endswith("</answer>")
         if demo.meta["style"] not in ("deep", "hops"):  # every subagent row (below its header) is copied into the table
             results = [m["content"] for m in demo.messages if m["role"] == "tool" and m["content"].startswith("| ")]
-            rows = [line for result in results for line in result.splitlines() if not line.startswith("| country |")]
-            rows = [row for row in rows if not row.startswith("| city |")]
+            rows = [result.splitlines()[-1] for result in results]
             assert rows and all(row in final for row in rows)
+
+
+def test_each_plans_copy_the_questions_list_into_one_assign_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verl_parl.tasks.research import demos
+
+    monkeypatch.setattr(demos, "EACH_PLANS", True)
+    monkeypatch.setattr(demos, "PARALLEL_SHARE", 1.0)
+    wide = [d for d in make_demos("research", ("orchestrator",), 24, seed=5) if d.meta["style"] == "parallel"]
+    assert wide
+    for demo in wide:
+        assert ASSIGN_EACH_SCHEMA in demo.tools
+        turns = [m for m in demo.messages if m["role"] == "assistant" and m.get("tool_calls")]
+        each = [c["arguments"] for c in _calls(turns[-1]) if c["name"] == ASSIGN_EACH]
+        assert len(each) == 1 and ITEM in each[0]["prompt"]
+        assert split_items(each[0]["items"]) == demo.meta["entities"]
+        assert each[0]["items"].startswith(" ")  # the token before the first name is the question's
+        if demo.meta["task_type"] != "wide_neighbours":
+            assert each[0]["items"] in demo.messages[1]["content"]  # a copy of the question's list
+        result = demo.messages[demo.messages.index(turns[-1]) + len(_calls(turns[-1]))]["content"]
+        rows = demo.messages[-1]["content"].removesuffix("</answer>").splitlines()[2:]
+        assert [line for line in result.splitlines() if line in rows] == rows  # one message, the rows in order
 
 
 def test_wide_answers_score_full_marks_with_the_research_scorer() -> None:
@@ -181,10 +197,8 @@ def test_row_replies_restate_the_header_or_write_fact_lines_when_asked(
         results = [m["content"] for m in demo.messages if m["role"] == "tool" and "| " in m["content"]]
         table = demo.messages[-1]["content"].removeprefix("<answer>").removesuffix("</answer>").splitlines()
         header, rows = table[0], table[2:]
-        replies = ["\n".join([*above(header, row), row]) for row in rows]
-        # every subagent result is the row the table copies, below what the reply writes above it (an
-        # assign_each returns them all in one message, in order)
-        assert results in (replies, ["\n".join(replies)])
+        # every subagent result is the row the table copies, below what the reply writes above it
+        assert sorted(results) == sorted("\n".join([*above(header, row), row]) for row in rows)
 
 
 def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values() -> None:

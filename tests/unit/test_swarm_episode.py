@@ -171,7 +171,7 @@ def each(items: str, prompt: str = "Find {item}.", agent: str = "worker") -> Too
 
 def test_assign_each_runs_one_subagent_per_item_in_parallel(tokenizer: Any) -> None:
     async def scenario() -> tuple[SwarmEpisode, list[str], ScriptedSubagentServer]:
-        ep = episode(tokenizer, server := ScriptedSubagentServer(tokenizer, calls=2))
+        ep = episode(tokenizer, server := ScriptedSubagentServer(tokenizer, calls=2), assign_each=True)
         await ep.run_turn([create()])
         observations = await ep.run_turn([each("Lima; Lautoka ;; Herat;")])
         ep.record_final_turn()
@@ -201,7 +201,7 @@ def test_assign_each_runs_one_subagent_per_item_in_parallel(tokenizer: Any) -> N
 )
 def test_malformed_assign_each_calls_become_observations(tokenizer: Any, calls: list[Any], expected: str) -> None:
     async def scenario() -> list[str]:
-        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=0), max_subagents_per_turn=2)
+        ep = episode(tokenizer, ScriptedSubagentServer(tokenizer, calls=0), max_subagents_per_turn=2, assign_each=True)
         await ep.run_turn([create()])
         observations = await ep.run_turn(calls)
         assert ep.stages[-1].subagents == tuple(ep.stages[-1].subagents[: len(calls) - 1])  # the bad call ran nothing
@@ -210,10 +210,11 @@ def test_malformed_assign_each_calls_become_observations(tokenizer: Any, calls: 
     assert expected in asyncio.run(scenario())[-1]
 
 
-def test_assign_each_can_be_turned_off(tokenizer: Any) -> None:
-    ep = episode(tokenizer, ScriptedSubagentServer(tokenizer), assign_each=False)
+def test_assign_each_is_offered_only_when_turned_on(tokenizer: Any) -> None:
+    ep = episode(tokenizer, ScriptedSubagentServer(tokenizer))  # off by default: the paper's two tools
     assert [s["function"]["name"] for s in ep.tool_schemas] == ["create_subagent", "assign_task"]
-    assert "assign_each" in [s["function"]["name"] for s in episode(tokenizer, None).tool_schemas]
+    on = episode(tokenizer, None, assign_each=True).tool_schemas
+    assert [s["function"]["name"] for s in on] == ["create_subagent", "assign_task", "assign_each"]
 
     async def scenario() -> list[str]:
         await ep.run_turn([create()])

@@ -1,10 +1,9 @@
 """The orchestrator's tools, ``create_subagent``, ``assign_task`` and ``assign_each``: names and function schemas.
 
-``assign_task(agent, prompt)`` is Kimi K2.5's (PARL_FACTS.md). ``assign_each(agent, prompt, items)`` is
-ours: one subagent run per item, all in parallel, ``{item}`` in the prompt replaced by the item. It
-asks for a list by copying it (``"Lima; Lautoka; Herat"``), which a small model does far more reliably
-than writing one call per item (docs/cpu.md); ``parl.swarm.assign_each=false`` offers the paper's two
-tools only.
+The first two are Kimi K2.5's (PARL_FACTS.md), :data:`ORCHESTRATOR_TOOL_SCHEMAS`, offered in every episode.
+``assign_each(agent, prompt, items)`` is ours, offered when ``parl.swarm.assign_each`` is on: one subagent
+run per item of a semicolon-separated list, all in parallel, ``{item}`` in the prompt replaced by the
+item. A model then asks for a list by copying it once instead of writing one call per item (docs/swarm.md).
 
 Parsing and argument checking are the chat layer's (:mod:`verl_parl.chat.calls`). The schemas are
 rendered into the cold-start demonstrations (:mod:`verl_parl.models.demos`), so they are part of
@@ -53,24 +52,25 @@ ORCHESTRATOR_TOOL_SCHEMAS: list[dict[str, Any]] = [
             },
         },
     },
-    {
-        "type": "function",
-        "function": {
-            "name": ASSIGN_EACH,
-            "description": "Run a subagent once per item, all in parallel, with {item} in the prompt replaced by "
-            "the item. Returns the subagents' final messages, one after another in item order.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "agent": {"type": "string", "description": "name given to create_subagent"},
-                    "prompt": {"type": "string", "description": "the task, with {item} where the item goes"},
-                    "items": {"type": "string", "description": "the items, separated by semicolons"},
-                },
-                "required": ["agent", "prompt", "items"],
+]
+
+ASSIGN_EACH_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": ASSIGN_EACH,
+        "description": "Run a subagent once per item, all in parallel, with {item} in the prompt replaced by "
+        "the item. Returns the subagents' final messages, one after another in item order.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "description": "name given to create_subagent"},
+                "prompt": {"type": "string", "description": "the task, with {item} where the item goes"},
+                "items": {"type": "string", "description": "the items, separated by semicolons"},
             },
+            "required": ["agent", "prompt", "items"],
         },
     },
-]
+}
 
 
 def split_items(items: str) -> list[str]:

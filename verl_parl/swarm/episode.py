@@ -20,6 +20,7 @@ from verl_parl.deadline import DeadlineGroup
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import (
     ASSIGN_EACH,
+    ASSIGN_EACH_SCHEMA,
     ASSIGN_TASK,
     CREATE_SUBAGENT,
     ITEM,
@@ -37,7 +38,7 @@ from verl_parl.swarm.subagent import (
 from verl_parl.tools.base import Tool
 from verl_parl.tools.runtime import ToolBox
 
-_SCHEMAS = {schema["function"]["name"]: schema for schema in ORCHESTRATOR_TOOL_SCHEMAS}
+_SCHEMAS = {schema["function"]["name"]: schema for schema in [*ORCHESTRATOR_TOOL_SCHEMAS, ASSIGN_EACH_SCHEMA]}
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class SwarmLimits:
     max_subagents_per_episode: int = 32
     max_orchestrator_steps: int = 8
     critical_steps_budget: int | None = None
-    assign_each: bool = True  # offer assign_each besides the paper's create_subagent and assign_task
+    assign_each: bool = False  # also offer our assign_each besides the paper's create_subagent and assign_task
     subagent: SubagentLimits = field(default_factory=SubagentLimits)
 
     def __post_init__(self) -> None:
@@ -85,7 +86,7 @@ class SwarmEpisode:
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        offered = [s for s in ORCHESTRATOR_TOOL_SCHEMAS if s["function"]["name"] in self._swarm_tools]
+        offered = [_SCHEMAS[name] for name in self._swarm_tools]
         return [*offered, *(t.schema for t in self.direct_tools.values())]
 
     @property

@@ -35,7 +35,7 @@ from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import source
 from verl_parl.tasks.research.tasks import ALIASES, METRICS, WIDE, Pool, Task, draw_tasks
 
-GENERATOR_VERSION = 2  # 2: the parl_swarm system prompt names assign_each
+GENERATOR_VERSION = 1
 SPLITS = ("train", "val", "test")
 DATA_SOURCES = {"wide": "verl_parl/research/wide", "deep": "verl_parl/research/deep"}
 AGENT_LOOPS = ("parl_swarm", "researcher", "tool_agent")
@@ -49,9 +49,9 @@ _TOOL_HINT = (
 SYSTEM_PROMPTS = {
     "parl_swarm": (
         "You are an orchestrator. " + _TOOL_HINT + " Split the task into independent parts: define "
-        "subagents with create_subagent and hand each a part with assign_task, or one subagent per item of a "
-        "list with assign_each (calls made in the same turn run in parallel; subagents can search). Combine "
-        "their results and give the final answer inside <answer></answer>."
+        "subagents with create_subagent and hand each a part with assign_task (calls made in the same turn "
+        "run in parallel; subagents can search). Combine their results and give the final answer inside "
+        "<answer></answer>."
     ),
     "researcher": "You are a careful research assistant. "
     + _TOOL_HINT

@@ -40,10 +40,10 @@ from verl_parl.models.demos import Demo, Message, call
 from verl_parl.rewards.table import markdown_rule
 from verl_parl.swarm.calls import (
     ASSIGN_EACH,
+    ASSIGN_EACH_SCHEMA,
     ASSIGN_TASK,
     CREATE_SUBAGENT,
     ITEM,
-    ITEM_SEPARATOR,
     ORCHESTRATOR_TOOL_SCHEMAS,
 )
 from verl_parl.tasks.research import corpus as corpus_mod
@@ -78,14 +78,14 @@ __all__ = [
     "research_subagent",
 ]
 
-PARALLEL_SHARE = 0.5
-"""Share of wide orchestrator demonstrations that assign all entities in one turn, with one ``assign_each`` call
-whose items copy the question's list (the rest: one ``assign_task`` per turn). The items start with the space that
-stands before the first name in the question (``"items": " Lima; Lautoka"``): the byte-level tokenizer writes
-`` Lima`` and ``Lima`` as different tokens (``L``, ``ima``), so without it the first name is not a copy. Two cold
-starts without that space (shares 0.3 and 0.6) garbled the first name and lost their place in the list (``Cr;
-Gibraltar; Estonia`` for ``Russia; China; Zimbabwe; Gibraltar; Estonia``): coverage 0.17-0.25 on the 256 held-out
-tasks (docs/cpu.md)."""
+PARALLEL_SHARE = 0.3
+"""Share of wide orchestrator demonstrations that assign all entities in one turn (the rest: one per turn).
+The cold-start policy is mostly serial on purpose: PARL's reward is what should teach parallelism."""
+EACH_PLANS = False
+"""Whether those one-turn plans are one ``assign_each`` whose items copy the question's list, from its space before
+the first name on (``"items": " Lima; Lautoka"``: `` Lima`` and ``Lima`` are different tokens); its schema is then
+among the demonstrations' tools (run with ``parl.swarm.assign_each=true``). Off: one ``assign_task`` per entity.
+Cold-started once at share 0.5 (seed 0): on 256 held-out tasks, 0.071 against the shipped 0.141 (docs/cpu.md)."""
 
 SUBAGENT_NAME = "finder"
 SUBAGENT_PROMPTS = (
@@ -553,16 +553,19 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
     rows = [_row(task, i, dw.pages[task.gold_docids[first + i]]["text"]) for i in range(len(task.rows))]
     replies = [_row_reply(task.columns, row) for row in rows]
     style = "parallel" if rng.random() < PARALLEL_SHARE else "serial"
-    if style == "parallel":  # the list as the question (or the neighbour reply) gives it, copied
-        items = " " + f"{ITEM_SEPARATOR} ".join(row[0] for row in task.rows)  # " Lima; ...": see PARALLEL_SHARE
+    if style == "parallel" and EACH_PLANS:
+        items = " " + "; ".join(row[0] for row in task.rows)
         each = {"agent": SUBAGENT_NAME, "prompt": _lookup_prompt(ITEM, task.columns), "items": items}
         messages += [_turn([*pending, call(ASSIGN_EACH, each)]), *_results([*pending_results, "\n".join(replies)])]
+    elif style == "parallel":
+        messages += [_turn(pending + assigns), *_results(pending_results + replies)]
     else:
         for i, (assign, reply) in enumerate(zip(assigns, replies, strict=True)):
             head, head_results = (pending, pending_results) if i == 0 else ([], [])
             messages += [_turn([*head, assign]), *_results([*head_results, reply])]
     messages.append({"role": "assistant", "content": _answer(_table(task, rows))})
-    return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": style})
+    tools = [*ORCHESTRATOR_TOOL_SCHEMAS, *([ASSIGN_EACH_SCHEMA] if EACH_PLANS else [])]
+    return Demo("orchestrator", messages, tools, {**meta, "style": style})
 
 
 # ------------------------------------------------------------------------------------------- agent
