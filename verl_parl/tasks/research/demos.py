@@ -85,7 +85,7 @@ EACH_PLANS = False
 """Whether those one-turn plans are one ``assign_each`` whose items copy the question's list, from its space before
 the first name on (``"items": " Lima; Lautoka"``: `` Lima`` and ``Lima`` are different tokens); its schema is then
 among the demonstrations' tools (run with ``parl.swarm.assign_each=true``). Off: one ``assign_task`` per entity.
-Cold-started once at share 0.5 (seed 0): on 256 held-out tasks, 0.071 against the shipped 0.141 (docs/cpu.md)."""
+Cold-started once (share 0.5, seed 0): 0.085 on the 256 held-out tasks weighted, the shipped 0.156 (docs/cpu.md)."""
 
 SUBAGENT_NAME = "finder"
 SUBAGENT_PROMPTS = (
