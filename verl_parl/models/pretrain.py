@@ -64,6 +64,7 @@ from verl_parl.models.samples import (
     heldout_rows,
     hop_sample,
     induction_sample,
+    list_sample,
     lookup_sample,
     page_sample,
     page_world,
@@ -136,6 +137,10 @@ def _growth_errors(start: TinyModelSpec, base: TinyModelSpec) -> list[str]:
     return errors
 
 
+_ZERO_LEFT_OUT = ("row_share", "task_first", "walk_share", "walk_ends", "hop_share", "list_share", "stream")
+"""Fields added after the first digests, left out of :meth:`PretrainSpec.digest` when off: older digests stay."""
+
+
 @dataclass(frozen=True)
 class PretrainSpec:
     """Everything that decides the pretrained checkpoint.
@@ -166,6 +171,7 @@ class PretrainSpec:
     walk_share: float = 0.0  # share of page samples replaced by list walks (walk_sample: the next name)
     walk_ends: bool = False  # the walks' loss also on where their list ends (walk_sample's "ends")
     hop_share: float = 0.0  # share of page samples replaced by chains followed hop by hop (hop_sample)
+    list_share: float = 0.0  # share of page samples replaced by a task's list copied whole (list_sample)
     seed: int = 0  # the curriculum's draws and the suite's split of training and held-out entities
     stream: int = 0  # another draw of the curriculum's samples (same split): a stage continuing another
     grow_from: PretrainSpec | None = None  # continue from this checkpoint, grown if shallower (grown_model)
@@ -187,7 +193,7 @@ class PretrainSpec:
         ]
         errors += [
             f"{name}={getattr(self, name)} must be a share between 0 and 1"
-            for name in ("row_share", "task_first", "walk_share", "hop_share")
+            for name in ("row_share", "task_first", "walk_share", "hop_share", "list_share")
             if not 0 <= getattr(self, name) <= 1
         ]
         if self.walk_ends and not self.walk_share:
@@ -214,8 +220,7 @@ class PretrainSpec:
             "spec": {
                 k: v
                 for k, v in dataclasses.asdict(self).items()
-                if k not in ("base", "grow_from")  # zero shares left out: older digests stay
-                and not (k in ("row_share", "task_first", "walk_share", "walk_ends", "hop_share", "stream") and not v)
+                if k not in ("base", "grow_from") and not (k in _ZERO_LEFT_OUT and not v)
             },
         }
         if self.grow_from is not None:
@@ -315,6 +320,8 @@ class Curriculum:
         if spec.walk_share and rng.random() < spec.walk_share:
             score = ("names", "ends") if spec.walk_ends else ("names",)
             return walk_sample(rng, self.tokenizer, self._pages, score=score)
+        if spec.list_share and rng.random() < spec.list_share:
+            return list_sample(rng, self.tokenizer, self._pages.train)
         if spec.hop_share and rng.random() < spec.hop_share:
             return hop_sample(rng, self.tokenizer, self._pages.train, self._pages.world)
         for _ in range(_MAX_PAGE_DRAWS):
@@ -420,7 +427,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     ``heldout_row_cells``: the values of row tasks over held-out pages written right, in the header's column order
     (teacher-forced; :func:`heldout_rows`); ``heldout_hop``: what a chain followed hop by hop over held-out entities
     copies out of its rows (each next task's name, and the answer), each all right (teacher-forced;
-    :func:`heldout_hops`)."""
+    :func:`heldout_hops`); ``heldout_list``: held-out tasks' lists copied whole (:func:`list_sample`)."""
     rng = random.Random(f"{spec.seed}/gates")
     n = spec.gate_samples
     token_ids = _content_ids(tokenizer)
@@ -435,6 +442,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
     ends = [walk_sample(rng, tokenizer, heldout_pages, score=("ends",)) for _ in range(n)]
     rows = heldout_rows(pages, tokenizer, 0, n, spec.max_pages)
     hops = heldout_hops(pages, tokenizer, 0, n)
+    lists = [list_sample(random.Random(f"{spec.seed}/lists/{i}"), tokenizer, pages.heldout) for i in range(n)]
     pad = tokenizer.pad_token_id
     return {
         "induction": round(_exact(model, induction, pad)[0], 4),
@@ -445,6 +453,7 @@ def evaluate_gates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, s
         "heldout_walk_end": round(_exact(model, ends, pad)[1], 4),
         "heldout_row_cells": round(_exact(model, rows, pad)[2], 4),
         "heldout_hop": round(_exact(model, hops, pad)[2], 4),
+        "heldout_list": round(_exact(model, lists, pad)[1], 4),
     }
 
 

@@ -19,6 +19,7 @@ from verl_parl.rewards.table import markdown_rule
 from verl_parl.tasks.research import corpus
 
 __all__ = [
+    "LIST_CUES",
     "WALK_SCORES",
     "PageWorld",
     "Sample",
@@ -27,6 +28,7 @@ __all__ = [
     "heldout_rows",
     "hop_sample",
     "induction_sample",
+    "list_sample",
     "lookup_sample",
     "page_cells",
     "page_facts",
@@ -312,6 +314,30 @@ def walk_sample(
         ids.append(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
         mask.append(1)
     return Sample("walk", ids, mask)
+
+
+LIST_CUES = (("Items:", "\n"), ('"items": "', '"}'))
+"""Where a list copy starts and how it ends: a plain line, and ``assign_each``'s items as its call writes them."""
+
+
+def list_sample(rng: random.Random, tokenizer: PreTrainedTokenizerBase, pool: Any, max_names: int = 6) -> Sample:
+    """A wide task's question listing ``pool``'s entities (a third of the names made up), then its list copied
+    whole after a cue (:data:`LIST_CUES`), from the space before the first name to the cue's end; the loss is
+    on the whole copy. The separators repeat, so after a ``;`` the next name follows only from the name before
+    it: a copy that matches one token back writes the name it just wrote again, and this needs two."""
+    from verl_parl.tasks.research.tasks import CITY_ATTRIBUTES, COUNTRY_ATTRIBUTES, table_question
+
+    country = rng.random() < 0.5
+    noun, entities, attributes = (
+        ("country", pool.countries, COUNTRY_ATTRIBUTES) if country else ("city", pool.cities, CITY_ATTRIBUTES)
+    )
+    count = rng.randint(2, max_names)
+    names = [e.name if rng.random() < 2 / 3 else _name(rng) for e in rng.sample(entities, count)]
+    attrs = tuple(attributes[i] for i in sorted(rng.sample(range(len(attributes)), rng.randint(2, 3))))
+    cue, end = rng.choice(LIST_CUES)
+    prompt = _encode(tokenizer, table_question(noun, names, attrs, rng) + "\n" + cue)
+    copy = _encode(tokenizer, " " + "; ".join(names) + end)
+    return Sample("list", prompt + copy, [0] * len(prompt) + [1] * len(copy))
 
 
 def _hop_cell(rng: random.Random, pool: Any, column: str) -> str:
