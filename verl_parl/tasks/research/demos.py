@@ -524,6 +524,7 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
         "key": task.key,
         "entities": [row[0] for row in task.rows] if kind == WIDE else [],
     }
+    tools = [*ORCHESTRATOR_TOOL_SCHEMAS, *([ASSIGN_EACH_SCHEMA] if EACH_PLANS else [])]  # the same for every task
     hops = _chain(task, dw)
     if hops:  # one lookup per page, each naming what the previous row returned
         head, head_results = [create], [created]
@@ -532,13 +533,13 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
             messages += [_turn([*head, assign]), *_results([*head_results, _row_reply(hop.columns, hop.row)])]
             head, head_results = [], []
         messages.append({"role": "assistant", "content": _answer((" " if SPACED_CELL_ANSWER else "") + hops[-1].cell)})
-        return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": "hops"})
+        return Demo("orchestrator", messages, tools, {**meta, "style": "hops"})
     if kind == DEEP:
         assign = call(ASSIGN_TASK, {"agent": SUBAGENT_NAME, "prompt": _deep_prompt(task)})
         reply, answer = _deep_reply(task, dw)
         messages += [_turn([create, assign]), *_results([created, reply])]
         messages.append({"role": "assistant", "content": _answer(answer)})
-        return Demo("orchestrator", messages, list(ORCHESTRATOR_TOOL_SCHEMAS), {**meta, "style": "deep"})
+        return Demo("orchestrator", messages, tools, {**meta, "style": "deep"})
     first = 1 if task.type == "wide_neighbours" else 0
     pending = [create]
     pending_results = [created]
@@ -564,7 +565,6 @@ def _orchestration(dw: DemoWorld, rng: random.Random, kind: str) -> Demo:
             head, head_results = (pending, pending_results) if i == 0 else ([], [])
             messages += [_turn([*head, assign]), *_results([*head_results, reply])]
     messages.append({"role": "assistant", "content": _answer(_table(task, rows))})
-    tools = [*ORCHESTRATOR_TOOL_SCHEMAS, *([ASSIGN_EACH_SCHEMA] if EACH_PLANS else [])]
     return Demo("orchestrator", messages, tools, {**meta, "style": style})
 
 
