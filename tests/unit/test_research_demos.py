@@ -9,7 +9,15 @@ from collections.abc import Callable
 import pytest
 
 from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
-from verl_parl.swarm.calls import ASSIGN_EACH, ASSIGN_EACH_SCHEMA, ASSIGN_TASK, CREATE_SUBAGENT, ITEM, split_items
+from verl_parl.swarm.calls import (
+    ASSIGN_EACH,
+    ASSIGN_EACH_SCHEMA,
+    ASSIGN_TASK,
+    CREATE_SUBAGENT,
+    ITEM,
+    ORCHESTRATOR_TOOL_SCHEMAS,
+    split_items,
+)
 from verl_parl.tasks.research import dataset
 from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
 from verl_parl.tasks.research.names import trie_pattern
@@ -122,6 +130,19 @@ def test_each_plans_copy_the_questions_list_into_one_assign_each(monkeypatch: py
         result = demo.messages[demo.messages.index(turns[-1]) + len(_calls(turns[-1]))]["content"]
         rows = demo.messages[-1]["content"].removesuffix("</answer>").splitlines()[2:]
         assert [line for line in result.splitlines() if line in rows] == rows  # one message, the rows in order
+
+
+def test_each_plans_offer_the_same_tools_to_every_orchestrator_demonstration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run offers assign_each on every task, so deep demonstrations must see its schema too: trained with it on
+    wide tasks only, two cold starts opened deep tasks with assign_task (0.001 and 0 deep item-F1)."""
+    from verl_parl.tasks.research import demos
+
+    monkeypatch.setattr(demos, "EACH_PLANS", True)
+    made = make_demos("research", ("orchestrator",), 40, seed=8)
+    assert {d.meta["style"] for d in made} >= {"hops", "parallel", "serial"}
+    assert all(d.tools == [*ORCHESTRATOR_TOOL_SCHEMAS, ASSIGN_EACH_SCHEMA] for d in made)
+    monkeypatch.setattr(demos, "EACH_PLANS", False)
+    assert all(d.tools == ORCHESTRATOR_TOOL_SCHEMAS for d in make_demos("research", ("orchestrator",), 12, seed=8))
 
 
 def test_wide_answers_score_full_marks_with_the_research_scorer() -> None:
