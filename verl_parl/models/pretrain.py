@@ -13,15 +13,15 @@ loss is dense on content-addressed copies. So pretraining runs a curriculum of t
 * ``pages`` -- one to four pages of the research suite's **training** entities in the corpus' own
   wording, listed as search hits, with questions about their facts; the values are redrawn per
   example (other numbers, other capitals and codes) so that the answer can only be read from the
-  page, never remembered. Shares of them can be rows, list walks or chains followed hop by hop
-  (``row_share``, ``walk_share``, ``hop_share``).
+  page, never remembered. Shares of them can be rows, list walks, chains followed hop by hop or lists
+  copied whole (``row_share``, ``walk_share``, ``hop_share``, ``list_share``).
 
 The mixture moves from the first source towards the last over :attr:`PretrainSpec.phases`. At the end
 gates are measured: ``induction`` (share of copied tokens predicted right), ``lookup`` (made-up
 facts answered exactly) and ``heldout_lookup`` (share of questions about **held-out** entities' real
 pages, among other held-out hits, answered exactly, greedy; held-out entities are never in the
-training stream), ``heldout_walk``, ``heldout_walk_end``, ``heldout_row_cells`` and ``heldout_hop``
-(:func:`evaluate_gates`). The result is an ordinary HF checkpoint folder with the gates in its marker.
+training stream), ``heldout_walk``, ``heldout_walk_end``, ``heldout_row_cells``, ``heldout_hop`` and
+``heldout_list`` (:func:`evaluate_gates`). The result is an ordinary HF checkpoint folder with the gates in its marker.
 The reader the research cold start (:mod:`verl_parl.models.coldstart`) starts from, :data:`READER_PRETRAIN`,
 is that 2-layer checkpoint grown to 4 layers (:func:`grown_model`: the new layers start as no-ops) and
 trained on: a 4-layer model trained from random weights did not form induction heads in the same budget.
