@@ -294,6 +294,22 @@ def test_short_sft_reduces_the_loss_and_writes_a_loadable_cached_checkpoint(cach
     assert other != path
 
 
+def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(tmp_path: Path) -> None:
+    """``embedded=arithmetic`` (the e2e tests' task) copies its cold start from the package instead of training it
+    (800 steps, ~55 s on 2 cores)."""
+    from verl_parl.models import shipped
+    from verl_parl.models.coldstart import default_spec, shipped_name
+
+    spec = default_spec("arithmetic")
+    folder = shipped.SHIPPED_ROOT / shipped_name("arithmetic")
+    assert shipped.matches(folder, spec.digest(spec.demos())), (
+        "verl_parl/models/weights/coldstart-arithmetic does not hold the arithmetic recipe's checkpoint: rebuild it "
+        "with `python -m verl_parl.models coldstart --task arithmetic --rebuild --ship`"
+    )
+    path = build_coldstart_model(spec, tmp_path, progress=False)
+    assert (path / "model.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes()
+
+
 def test_batches_follow_role_weights_and_stay_within_one_group() -> None:
     from verl_parl.models.coldstart import _batches
 
