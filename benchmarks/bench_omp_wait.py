@@ -6,21 +6,19 @@ torch runs each operator on a team of OpenMP threads (``OMP_NUM_THREADS``: the C
 worker every usable core). Between operators, GNU OpenMP's threads spin, waiting for the next one, unless
 ``OMP_WAIT_POLICY=PASSIVE`` puts them to sleep. When another process is busy on one of the cores, a spinning thread
 holds a core the team's other thread needs, and a tiny model's thousands of small operators each wait for the
-scheduler to swap them. Four cases, each in a fresh process (the policy is read when OpenMP starts):
+scheduler to swap them. Six cases, each in a fresh process (the policy is read when OpenMP starts):
 
-* the wait policy: libgomp's default (spin), or ``PASSIVE``;
+* the wait policy: libgomp's default (spin), ``PASSIVE``, or a short spin before sleeping (``GOMP_SPINCOUNT=20000``);
 * the machine: idle, or one busy process (a Python loop, one core, at the default priority) started before the
   update and killed by PID after.
 
 Each case runs at niceness 15, where Ray puts its workers, so a busy process of the default priority wins the core
-they share, as it does beside a real run.
-
-Each case runs what verl's FSDP worker runs in ``update_actor`` on the CPU profile for one mini-batch: one sample
-per micro-batch (lengths drawn between 500 and 1,664 tokens, as in ``bench_actor_update.py``), forward, backward,
-then an AdamW step, on the shipped research cold start (or ``--model``), every usable core; with ``--fsdp`` the
-model is wrapped in FSDP2 over a one-rank gloo group, as verl wraps it. Prints seconds per
-mini-batch (median of ``--repeats``) and each case's ratio to libgomp's default on the idle machine. Progress on
-stderr, the table on stdout.
+they share, as it does beside a real run. It runs what verl's FSDP worker runs in ``update_actor`` on the CPU
+profile for one mini-batch: one sample per micro-batch (lengths drawn between 500 and 1,664 tokens, as in
+``bench_actor_update.py``), forward, backward, then an AdamW step, on the shipped research cold start (or
+``--model``), every usable core; with ``--fsdp`` the model is wrapped in FSDP2 over a one-rank gloo group, as verl
+wraps it. Prints seconds per mini-batch (median of ``--repeats``) and each case's ratio to libgomp's default on the
+idle machine. Progress on stderr, the table on stdout.
 """
 
 from __future__ import annotations
