@@ -294,7 +294,9 @@ def test_short_sft_reduces_the_loss_and_writes_a_loadable_cached_checkpoint(cach
     assert other != path
 
 
-def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(tmp_path: Path) -> None:
+def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """``embedded=arithmetic`` (the e2e tests' task) copies its cold start from the package instead of training it
     (800 steps, ~55 s on 2 cores)."""
     from verl_parl.models import shipped
@@ -306,7 +308,10 @@ def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(tmp_p
         "verl_parl/models/weights/coldstart-arithmetic does not hold the arithmetic recipe's checkpoint: rebuild it "
         "with `python -m verl_parl.models coldstart --task arithmetic --rebuild --ship`"
     )
-    path = build_coldstart_model(spec, tmp_path, progress=False)
+    with caplog.at_level("INFO", logger="verl_parl.models.coldstart"):
+        path = build_coldstart_model(spec, tmp_path, progress=False)
+    # copied, not trained again (a deterministic SFT could write the same bytes, only ~55 s later)
+    assert f"using the shipped checkpoint {folder}" in caplog.text
     assert (path / "model.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes()
 
 
