@@ -141,7 +141,9 @@ def test_a_killed_server_fails_its_subagents_by_name_and_is_restarted(group: Sub
     assert not before[2].startswith("subagent 'a' failed"), before
     for name, observation in zip("ab", during, strict=True):
         assert observation.startswith(f"subagent '{name}' failed: FrozenServerError: parl_frozen_0 died"), during
-    assert [r.status for r in episode.results] == ["ok", "error", "error", "ok", "ok"]
+    # the untrained model samples: a subagent may answer ("ok") or spend its one step on a call ("step_budget")
+    failed = [r.status == "error" for r in episode.results]
+    assert failed == [False, True, True, False, False], [r.status for r in episode.results]
     assert not any(o.startswith("subagent") and "failed" in o for o in after), after
     assert server_pid() != first_pid  # Ray started a new server process
     assert not psutil.pid_exists(first_pid) or psutil.Process(first_pid).status() == psutil.STATUS_ZOMBIE
