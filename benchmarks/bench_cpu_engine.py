@@ -20,7 +20,7 @@ import time
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from verl_parl.backends.cpu.engine import BatchedGenerator, SamplingParams
+from verl_parl.cpu.engine import BatchedGenerator, SamplingParams
 
 
 def build_model(args: argparse.Namespace) -> Qwen2ForCausalLM:

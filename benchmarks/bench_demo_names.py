@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 
-from verl_parl.models.coldstart import default_spec
+from verl_parl.modelbuild.coldstart import default_spec
 from verl_parl.tasks.research import demos, names
 
 

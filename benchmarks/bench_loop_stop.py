@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verl_parl.models.shipped import SHIPPED_ROOT
+from verl_parl.modelbuild.shipped import SHIPPED_ROOT
 
 TOOL_RESULT = re.compile(r"<tool_response>.*?</tool_response>", re.DOTALL)
 SETTINGS = {
@@ -40,7 +40,7 @@ def default_val_files() -> str:
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from verl_parl.assets import register_resolver
+    from verl_parl.cli.assets import register_resolver
 
     register_resolver()
     with initialize_config_module(config_module="verl_parl.configs", version_base=None):

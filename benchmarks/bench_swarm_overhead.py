@@ -38,7 +38,7 @@ from typing import Any
 
 from verl_parl.chat.calls import ToolCall
 from verl_parl.chat.prompts import render_ids
-from verl_parl.models.tiny import build_tiny_model
+from verl_parl.modelbuild.tiny import build_tiny_model
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.subagent import SubagentLimits
@@ -257,7 +257,7 @@ def profile_part(plan: tuple[Any, ...], top: int = 40) -> None:
 
 
 def real_server_part(model_path: str, tokenizer: Any, args: argparse.Namespace) -> None:
-    from verl_parl.backends.cpu.server import HFInferenceServer
+    from verl_parl.cpu.server import HFInferenceServer
 
     class Backend:
         def __init__(self, server: HFInferenceServer) -> None:

@@ -1,7 +1,7 @@
 """Every hook a verl-parl plugin can implement, grouped by the phase that calls it.
 
 Implement a hook with :data:`verl_parl.plugin.hookimpl` and a function of the same name; you may
-accept only the arguments you need. ``verl_parl.plugins.create_plugin_manager`` checks every
+accept only the arguments you need. ``verl_parl.host.manager.create_plugin_manager`` checks every
 ``@hookimpl`` against these specifications, so a misspelled hook name or argument fails loudly.
 ``docs/plugins.md`` lists each hook with its exact signature (a test keeps the two in step).
 """
@@ -21,7 +21,7 @@ hookspec = pluggy.HookspecMarker("verl_parl")
 
 
 # -------------------------------------------------------------------------------------------------
-# Registration: called by ``verl_parl.plugins.collect_registries`` in the driver and in every Ray
+# Registration: called by ``verl_parl.host.manager.collect_registries`` in the driver and in every Ray
 # worker that calls ``get_registries()``. Keep these hooks cheap and free of side effects: register
 # factories, and import heavy dependencies inside the factories, not at module level.
 # -------------------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
 
 
 # -------------------------------------------------------------------------------------------------
-# Validation: called by ``verl_parl.plugins.validate_config`` once, in the driver, before any Ray
+# Validation: called by ``verl_parl.host.manager.validate_config`` once, in the driver, before any Ray
 # process starts, so every configuration error is reported at once.
 # -------------------------------------------------------------------------------------------------
 
@@ -144,7 +144,7 @@ def verl_parl_swarm_tools(role: str) -> list[str]:  # type: ignore[empty-body]  
 
     Returns a list of registered tool names (see ``verl_parl_register_tools``), possibly empty.
 
-    Calling rule: collected from every implementing plugin by ``verl_parl.plugins.swarm_tool_names``
+    Calling rule: collected from every implementing plugin by ``verl_parl.host.manager.swarm_tool_names``
     when an agent-loop worker builds its swarm settings; the names are added, without duplicates, to
     ``parl.swarm.direct_tools`` / ``parl.swarm.subagent_tools``. An unknown name is an error.
     """

@@ -20,7 +20,7 @@ import importlib.util
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from verl_parl.errors import closest
+from verl_parl.settings.errors import closest
 
 __all__ = [
     "ContextPolicySpec",
@@ -129,11 +129,11 @@ class TaskSpec(Spec):
         tools: registered tool names the task's agents call (the researcher's and the subagents').
         agent_loops: agent loops the task's rows may name (``parl.embedded.agent_loop``).
         demos: cold-start demonstration sources, role -> ``"module:function"`` target of a
-            ``(random.Random) -> verl_parl.models.demos.Demo`` function, imported on first use.
+            ``(random.Random) -> verl_parl.tasks.demos.Demo`` function, imported on first use.
         renamer: ``"module:function"`` of the task's entity renamer (``make_demos(fresh_names=...)``).
-        coldstart: changes to ``verl_parl.models.coldstart.ColdStartSpec``'s defaults for this task, or a
+        coldstart: changes to ``verl_parl.modelbuild.coldstart.ColdStartSpec``'s defaults for this task, or a
             ``"module:attribute"`` naming such a mapping (loaded when a cold start is built).
-        defaults: config values the task needs, dotted key -> value; applied by ``verl_parl.main``
+        defaults: config values the task needs, dotted key -> value; applied by ``verl_parl.cli.main``
             when the task is selected, for every key not given on the command line.
         check_options: ``(settings) -> list[str]``, problems with ``parl.embedded.options`` (each
             message names its key after ``parl.embedded.options.``); None: the task takes no options.
@@ -260,7 +260,7 @@ class Registry(Generic[SpecT]):
 
 @dataclasses.dataclass(frozen=True)
 class Registries:
-    """The registries plugins fill; built by ``verl_parl.plugins.collect_registries``."""
+    """The registries plugins fill; built by ``verl_parl.host.manager.collect_registries``."""
 
     tools: Registry[ToolSpec] = dataclasses.field(default_factory=lambda: Registry(ToolSpec, "tool"))
     rewards: Registry[RewardSpec] = dataclasses.field(default_factory=lambda: Registry(RewardSpec, "reward"))

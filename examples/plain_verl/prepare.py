@@ -17,19 +17,19 @@ from pathlib import Path
 
 def prepare(out: Path, *, n_train: int, n_val: int, model: str) -> dict[str, str]:
     """The files of the run, by shell variable name."""
-    from verl_parl.config import resolved_cache_dir
-    from verl_parl.plugins import get_registries
+    from verl_parl.cli.config import resolved_cache_dir
+    from verl_parl.host.manager import get_registries
     from verl_parl.rewards import verl_reward
 
     settings = {"task": "arithmetic", "agent_loop": "parl_swarm", "n_train": n_train, "n_val": n_val, "seed": 0}
     data = get_registries().tasks.get("arithmetic").factory(out / "data", {**settings, "options": {}})
     models = resolved_cache_dir(None) / "models"
     if model == "tiny":
-        from verl_parl.models.tiny import build_tiny_model
+        from verl_parl.modelbuild.tiny import build_tiny_model
 
         model_path = build_tiny_model(cache_dir=models)
     else:
-        from verl_parl.models.coldstart import build_coldstart_model, default_spec
+        from verl_parl.modelbuild.coldstart import build_coldstart_model, default_spec
 
         model_path = build_coldstart_model(default_spec("arithmetic"), cache_dir=models)
     return {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GRPO step of verl-parl's `parl_swarm` orchestrator loop inside a plain verl run, on CPU:
-# verl's own `python -m verl.trainer.main_ppo` with overrides only (no verl_parl.main, no parl_trainer.yaml).
+# verl's own `python -m verl.trainer.main_ppo` with overrides only (no verl_parl.cli.main, no parl_trainer.yaml).
 # Installing verl-parl registers it in verl's `verl.plugins` entry-point group, so `import verl` (driver
 # and every Ray worker) loads the CPU platform, the `hf` rollout server, the `parl_swarm` agent loop,
 # the `parl` reward manager and the `parl_sync` trainer mode.

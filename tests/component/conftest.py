@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def trainer_config(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> DictConfig:
     from hydra import compose, initialize_config_module
 
-    from verl_parl.assets import register_resolver
+    from verl_parl.cli.assets import register_resolver
 
     register_resolver()
     cache = tmp_path_factory.mktemp("cache")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.frozen import FROZEN_ACTOR_PREFIX
-from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.rewards.config import JudgeSettings
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV, build_judge, render_prompt
+from verl_parl.swarm.frozen import FROZEN_ACTOR_PREFIX
 
 MAX_MODEL_LEN = 512
 
@@ -91,7 +91,7 @@ async def test_parl_manager_marks_the_sample_infra_failed(
     from verl import DataProto
     from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
 
-    from verl_parl.rewards.verl_reward import compute_score
+    from verl_parl.trainer.reward_fn import compute_score
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     manager = get_reward_manager_cls("parl")(

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from verl_parl.frozen import FROZEN_ACTOR_PREFIX, frozen_group_metrics
-from verl_parl.frozen.schedule import CheckpointStage, FrozenGroupSchedule, checkpoint_index
-from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.swarm.config import SubagentServing
+from verl_parl.swarm.frozen import FROZEN_ACTOR_PREFIX, frozen_group_metrics
+from verl_parl.swarm.frozen.schedule import CheckpointStage, FrozenGroupSchedule, checkpoint_index
 
 SWITCH_STEP = 3
 PROMPT = [5, 17, 33, 90, 11]
@@ -38,7 +38,7 @@ def test_digest_changes_exactly_at_the_switch_step(checkpoints: tuple[str, str],
     import ray
     import torch
 
-    from verl_parl.trainer import ParlSyncTrainer
+    from verl_parl.trainer.hooks import ParlSyncTrainer
 
     small, large = checkpoints
     stages = (CheckpointStage(0, small), CheckpointStage(SWITCH_STEP, large))
@@ -81,7 +81,7 @@ def test_digest_changes_exactly_at_the_switch_step(checkpoints: tuple[str, str],
 def test_policy_server_refuses_checkpoint_loads(checkpoints: tuple[str, str]) -> None:
     import asyncio
 
-    from verl_parl.backends.cpu.server import HFInferenceServer
+    from verl_parl.cpu.server import HFInferenceServer
 
     async def scenario() -> None:
         server = HFInferenceServer(checkpoints[0], max_model_len=64, default_max_tokens=4)
@@ -109,8 +109,8 @@ def test_a_subagent_turn_in_flight_at_a_checkpoint_switch_finishes_on_the_new_ch
     (In-process server behind verl-parl's ActorBackend; its engine is held at an exact token.)"""
     import asyncio
 
-    from verl_parl.backends.cpu.server import HFInferenceServer
-    from verl_parl.frozen import ActorBackend
+    from verl_parl.cpu.server import HFInferenceServer
+    from verl_parl.swarm.frozen import ActorBackend
     from verl_parl.testing.agent_loops import HeldForward, LocalActor
 
     small, large = checkpoints

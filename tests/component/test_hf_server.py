@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from verl_parl.backends.cpu.server import HFInferenceServer, to_sampling_params
-from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.cpu.server import HFInferenceServer, to_sampling_params
+from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
 PROMPT = [5, 17, 33, 90, 11]
 GREEDY = {"temperature": 0.0, "logprobs": True}
@@ -108,7 +108,7 @@ def test_missing_model_folder_is_a_clear_error(tmp_path: Path) -> None:
 def test_standalone_frozen_server_as_named_ray_actor(model_path: Path) -> None:
     import ray
 
-    from verl_parl.backends.cpu.server import start_frozen_server
+    from verl_parl.cpu.server import start_frozen_server
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     try:

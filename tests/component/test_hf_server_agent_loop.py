@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
-from verl_parl.backends.cpu.server import HFInferenceServer
+from verl_parl.cpu.server import HFInferenceServer
 from verl_parl.tasks import arithmetic
 from verl_parl.testing.agent_loops import make_loop
 

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import DictConfig, open_dict
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_parl.loops import LoopStop, loop_end
+from verl_parl.chat.loops import LoopStop, loop_end
 from verl_parl.testing.agent_loops import make_loop
 
 TASK = [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "What is 2 + 3?"}]

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from verl_parl.backends.cpu.server import HFInferenceServer, load_model
+from verl_parl.cpu.server import HFInferenceServer, load_model
 from verl_parl.testing.agent_loops import HeldForward, fully_async_client
 
 PROMPT_A = [5, 17, 33, 90, 11]

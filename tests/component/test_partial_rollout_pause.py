@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_parl.partial.board import DROP, RESUME, PauseBoard
+from verl_parl.partial_rollout.board import DROP, RESUME, PauseBoard
 from verl_parl.testing.agent_loops import LocalActor, make_loop
 
 SUBAGENT_PROMPT = "You look things up."

@@ -135,7 +135,7 @@ def test_an_episode_cut_before_its_answer_is_not_answered(trainer_config: DictCo
 def test_an_answer_that_loops_is_cut_and_not_answered(trainer_config: DictConfig, model_path: Path) -> None:
     """``parl.loop_stop`` (default: on, ending the episode) cuts the orchestrator's looping answer where the loop
     completes; the subagents' generations are not asked to stop at loops (parl.subagent settings own them)."""
-    from verl_parl.loops import LoopStop, loop_end
+    from verl_parl.chat.loops import LoopStop, loop_end
 
     output, policy = run_episode(swarm_config(trainer_config), model_path, answer="Paris" + " and Lima" * 30)
     looping = policy.orchestrator_outputs[-1]

@@ -147,4 +147,4 @@ def test_sigterm_mid_run_tears_down_ray_and_every_worker(tmp_path: Path) -> None
     assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["succeeded"] is False
-    assert "[verl-parl] terminated (SIGTERM)" in log.read_text()  # one clear line (verl_parl/failures.py)
+    assert "[verl-parl] terminated (SIGTERM)" in log.read_text()  # one clear line (verl_parl/cli/failures.py)

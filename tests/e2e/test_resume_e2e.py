@@ -23,8 +23,8 @@ pytestmark = pytest.mark.e2e
 
 def schedule(tmp_path: Path) -> str:
     """The subagents serve the arithmetic cold start, then a copy of it from step 3 (a real switch)."""
-    from verl_parl.config import resolved_cache_dir
-    from verl_parl.models.coldstart import build_coldstart_model, default_spec
+    from verl_parl.cli.config import resolved_cache_dir
+    from verl_parl.modelbuild.coldstart import build_coldstart_model, default_spec
 
     first = build_coldstart_model(default_spec("arithmetic"), cache_dir=resolved_cache_dir(None) / "models")
     second = shutil.copytree(first, tmp_path / "second_checkpoint")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from verl_parl.chat.calls import ToolCall
-from verl_parl.frozen.external import OpenAIBackend
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
+from verl_parl.swarm.frozen.external import OpenAIBackend
 from verl_parl.swarm.subagent import SubagentLimits
 
 pytestmark = pytest.mark.timeout(120)
@@ -55,7 +55,7 @@ def server(http_server: Callable[[type[BaseHTTPRequestHandler]], ThreadingHTTPSe
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from transformers import AutoTokenizer
 
-    from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+    from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
     path = build_tiny_model(TinyModelSpec(vocab_size=1024), cache_dir=tmp_path_factory.mktemp("m"), progress=False)
     return AutoTokenizer.from_pretrained(str(path))

@@ -3,7 +3,7 @@ server on a tiny model) in a private Ray cluster, killed with SIGKILL by PID.
 
 The subagents whose requests the server held return failure messages naming it; Ray restarts the
 server (``parl.subagent.max_restarts``) and later subagents are answered again. With no restarts left
-the trainer's per-step check (:func:`verl_parl.frozen.frozen_group_metrics`) stops the run naming the
+the trainer's per-step check (:func:`verl_parl.swarm.frozen.frozen_group_metrics`) stops the run naming the
 server. Nothing hangs: every wait has a bound.
 """
 
@@ -20,10 +20,16 @@ import psutil
 import pytest
 
 from verl_parl.chat.calls import ToolCall
-from verl_parl.frozen import ActorBackend, FrozenServerError, dedicated_handles, frozen_group_metrics, server_names
-from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.swarm.config import SubagentServing
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
+from verl_parl.swarm.frozen import (
+    ActorBackend,
+    FrozenServerError,
+    dedicated_handles,
+    frozen_group_metrics,
+    server_names,
+)
 from verl_parl.swarm.subagent import SubagentLimits
 
 pytestmark = pytest.mark.timeout(300)

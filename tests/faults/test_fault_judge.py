@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV
 
 pytestmark = pytest.mark.timeout(120)
@@ -75,7 +75,7 @@ def manager(tokenizer: Any, base_url: str, timeout_s: float = 10.0) -> Any:
     import verl  # noqa: F401 - registers the parl reward manager
     from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
 
-    from verl_parl.rewards.verl_reward import compute_score
+    from verl_parl.trainer.reward_fn import compute_score
 
     judge = {"backend": "external", "base_url": base_url, "model": "judge", "timeout_s": timeout_s, "cache": 0}
     config = OmegaConf.create({"parl": {"reward": {"judge": judge}}, "reward": {}})
@@ -120,7 +120,7 @@ def advantages(estimator: str, scores: list[float], keys: list[str], failed: lis
     from verl.trainer.ppo import core_algos
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-    from verl_parl.algos import infra_mask
+    from verl_parl.advantages import infra_mask
 
     rewards = torch.tensor(scores, dtype=torch.float32)[:, None]
     tensors = TensorDict(
@@ -146,8 +146,8 @@ async def test_a_judge_down_mid_batch_masks_its_samples_out_of_metrics_and_advan
 ) -> None:
     from verl.trainer.ppo import core_algos
 
-    from verl_parl.algos import infra_mask
-    from verl_parl.rewards.verl_hooks import reward_metrics
+    from verl_parl.advantages import infra_mask
+    from verl_parl.trainer.reward_hooks import reward_metrics
 
     url = f"http://127.0.0.1:{judge_server.server_port}/v1"
     scorer = manager(tokenizer, url)

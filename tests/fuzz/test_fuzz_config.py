@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from verl_parl.config import ConfigError, parse_parl
+from verl_parl.cli.config import ConfigError, parse_parl
 
 # (path inside parl, what it holds by default) for the sections users override most
 KEYS = [

@@ -14,12 +14,12 @@ PLUGIN_API = [
     "verl_parl/plugin.py",
     "verl_parl/hookspecs.py",
     "verl_parl/registry.py",
-    "verl_parl/plugins.py",
+    "verl_parl/host/manager.py",
     "verl_parl/tools/runtime.py",
     "verl_parl/testing/tool_contract.py",
     "verl_parl/testing/session_contract.py",
     "verl_parl/testing/component_contract.py",
-    "verl_parl/errors.py",
+    "verl_parl/settings/errors.py",
 ]
 MAX_MODULE_LINES = 600
 

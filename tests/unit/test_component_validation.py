@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from verl_parl.errors import ConfigError
-from verl_parl.plugins import BUILTIN_PLUGINS, create_plugin_manager, validate_config
+from verl_parl.host.manager import BUILTIN_PLUGINS, create_plugin_manager, validate_config
+from verl_parl.settings.errors import ConfigError
 
 BAD = {
     "swarm": {"max_subagents_per_turn": 0},
@@ -37,7 +37,7 @@ def test_each_built_in_component_checks_its_own_section() -> None:
 def test_prepare_reports_component_errors_before_building_any_asset(tmp_path: Path) -> None:
     from hydra import compose, initialize_config_module
 
-    from verl_parl import assets, launch
+    from verl_parl.cli import assets, launch
 
     assets.register_resolver()
     overrides = ["profile=cpu", "embedded=arithmetic", f"parl.cache_dir={tmp_path / 'cache'}"]

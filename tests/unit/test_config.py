@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.config import (
+from verl_parl.cli.config import (
     ConfigError,
     check_batch_sizes,
     check_override_types,
@@ -16,7 +16,7 @@ from verl_parl.config import (
 
 
 def parl(**overrides: object) -> object:
-    base = {"_target_": "verl_parl.config.ParlConfig", "output_dir": "out", "embedded": {"task": "arithmetic"}}
+    base = {"_target_": "verl_parl.cli.config.ParlConfig", "output_dir": "out", "embedded": {"task": "arithmetic"}}
     return OmegaConf.create({**base, **overrides})
 
 
@@ -100,7 +100,7 @@ def test_override_must_keep_the_type_of_the_default() -> None:
 
 
 def test_every_trainer_mode_error_names_its_key() -> None:
-    from verl_parl.trainer_modes import trainer_mode_errors
+    from verl_parl.trainer.modes import trainer_mode_errors
 
     def errors(mode: str, **extra: object) -> list[str]:
         cfg = OmegaConf.create({"parl": {"profile": "cpu"}, "trainer": {"v1": {"trainer_mode": mode}}})
@@ -108,7 +108,7 @@ def test_every_trainer_mode_error_names_its_key() -> None:
             OmegaConf.update(cfg, key.replace("__", "."), value, force_add=True)
         return trainer_mode_errors(cfg)
 
-    for mode in ("sync", "colocate_async", "parl_sync"):  # the staged rewards run on each (verl_parl.trainer)
+    for mode in ("sync", "colocate_async", "parl_sync"):  # the staged rewards run on each (verl_parl.trainer.hooks)
         assert errors(mode) == []
     assert errors("colocate_asnyc") == [
         "trainer.v1.trainer_mode: 'colocate_asnyc' is not one of ['sync', 'colocate_async', 'separate_async', "

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.console import StepLines, format_step, log_tail
-from verl_parl.launch import explicit_critic
-from verl_parl.main import transfer_queue_threads
+from verl_parl.cli.console import StepLines, format_step, log_tail
+from verl_parl.cli.launch import explicit_critic
+from verl_parl.cli.main import transfer_queue_threads
 
 STEP = {
     "step": 3,
@@ -79,7 +79,7 @@ def test_step_lines_print_each_complete_file_logger_line_once(tmp_path: Path) ->
 CAPTURING_PROGRAM = """
 import os, subprocess, sys
 from pathlib import Path
-from verl_parl.console import captured
+from verl_parl.cli.console import captured
 
 print("before", flush=True)
 with captured(Path(sys.argv[1])) as console:

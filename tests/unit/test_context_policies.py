@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from verl_parl.config import ConfigError
+from verl_parl.cli.config import ConfigError
 from verl_parl.context.policies import (
     HIDDEN,
     DiscardAll,
@@ -174,7 +174,7 @@ def test_settings_report_every_problem() -> None:
 
 
 def test_built_in_policies_are_registered_as_a_plugin() -> None:
-    from verl_parl.plugins import get_registries
+    from verl_parl.host.manager import get_registries
 
     names = set(get_registries().context_policies.names())
     assert {"none", "hide_tool_result", "discard_all", "keep_recent", "summarize", "discard_results"} <= names

@@ -11,9 +11,9 @@ import pytest
 import torch.distributed
 import verl
 
-from verl_parl.backends.cpu import patches
-from verl_parl.backends.cpu.platform import PlatformCPU, cpu_device_module
-from verl_parl.imports import when_imported
+from verl_parl.cpu import patches
+from verl_parl.cpu.platform import PlatformCPU, cpu_device_module
+from verl_parl.host.imports import when_imported
 
 
 def test_verl_is_the_pinned_version() -> None:
@@ -115,13 +115,13 @@ def test_trainer_methods_the_parl_hooks_extend_keep_their_signatures() -> None:
     from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer
 
-    from verl_parl.trainer import ParlHooks
-    from verl_parl.trainer_modes import MODES, VERL_MODES
+    from verl_parl.trainer.hooks import ParlHooks
+    from verl_parl.trainer.modes import MODES, VERL_MODES
 
     assert list(inspect.signature(PPOTrainer._compute_advantage).parameters) == ["self", "batch", "metrics"]
     assert list(inspect.signature(PPOTrainer._compute_old_log_prob).parameters) == ["self", "batch", "metrics"]
     assert list(inspect.signature(PPOTrainer._validate).parameters) == ["self"]
-    # verl's registry is a plain dict that verl_parl.trainer.install writes; verl's modes carry the hooks
+    # verl's registry is a plain dict that verl_parl.trainer.hooks.install writes; verl's modes carry the hooks
     assert isinstance(TRAINER_REGISTRY, dict) and set(MODES) <= set(TRAINER_REGISTRY)
     for mode in VERL_MODES:
         cls = get_trainer_cls(mode)

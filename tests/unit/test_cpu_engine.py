@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from verl_parl.backends.cpu.engine import BatchedGenerator, GenerationResult, SamplingParams
-from verl_parl.loops import LoopStop, loop_end
+from verl_parl.chat.loops import LoopStop, loop_end
+from verl_parl.cpu.engine import BatchedGenerator, GenerationResult, SamplingParams
 
 VOCAB = 512
 PROMPT_LENGTHS = (1, 3, 5, 8, 13, 17, 21, 30, 34, 40, 55, 64)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from verl_parl.deadline import DeadlineGroup, within
+from verl_parl.tools.deadline import DeadlineGroup, within
 
 
 async def _busy_then_wait(busy_s: float, wait_s: float) -> str:

@@ -58,7 +58,7 @@ def test_gpu_recipe_composes_and_validates(recipe: str, tmp_path: Path, monkeypa
     verl-parl and by verl, without a GPU."""
     from hydra import compose, initialize_config_module
 
-    from verl_parl import assets, launch
+    from verl_parl.cli import assets, launch
 
     monkeypatch.setenv("VERL_PARL_CACHE", str(CACHE))
     text = (REPO / "examples" / "gpu" / "recipe" / f"{recipe}.yaml").read_text()
@@ -66,7 +66,7 @@ def test_gpu_recipe_composes_and_validates(recipe: str, tmp_path: Path, monkeypa
     assets.register_resolver()
     searchpath = f"hydra.searchpath=[pkg://verl.trainer.config,file://{REPO / 'examples' / 'gpu'}]"
     with initialize_config_module(config_module="verl_parl.configs", version_base=None):
-        with assets.building(False):  # as verl_parl.main composes: nothing is built before prepare
+        with assets.building(False):  # as verl_parl.cli.main composes: nothing is built before prepare
             cfg = compose(config_name="parl_trainer", overrides=[searchpath, f"+recipe={recipe}", "profile=gpu"])
         with open_dict(cfg):
             cfg.parl.output_dir = str(tmp_path / "run")

@@ -1,5 +1,5 @@
-"""How a run that stopped early is reported (verl_parl.failures), and the run folder's metrics surviving a
-truncated log line or a failed write (verl_parl.launch). The real faults are in tests/faults/test_fault_main.py."""
+"""How a run that stopped early is reported (verl_parl.cli.failures), and the run folder's metrics surviving a
+truncated log line or a failed write (verl_parl.cli.launch). The real faults are in tests/faults/test_fault_main.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_parl.failures import (
+from verl_parl.cli.failures import (
     WorkerDiedError,
     crashed_worker_named,
     crashed_workers,
@@ -21,7 +21,7 @@ from verl_parl.failures import (
     log_traceback,
     name_crashed_worker,
 )
-from verl_parl.launch import VERL_METRICS_FILE, MetricsMirror, read_verl_metrics, write_atomic
+from verl_parl.cli.launch import VERL_METRICS_FILE, MetricsMirror, read_verl_metrics, write_atomic
 
 # what Ray's ActorDiedError said when the test killed the FSDP worker (first lines)
 ACTOR_DIED = """The actor died unexpectedly before finishing this task.
@@ -160,7 +160,7 @@ def test_a_failed_write_keeps_the_previous_metrics(tmp_path: Path) -> None:
 
 def test_an_error_on_a_full_disk_is_named_as_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """torch.save on a full disk raises a RuntimeError, not an OSError: the free space names the cause."""
-    from verl_parl import failures
+    from verl_parl.cli import failures
 
     error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 128 vs 0")
     assert describe(error, tmp_path).message.startswith("training failed: RuntimeError: ")  # a disk with room

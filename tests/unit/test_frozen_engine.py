@@ -8,9 +8,10 @@ from typing import Any, ClassVar
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.config import ConfigError
-from verl_parl.frozen import is_hf, is_hf_server_name
-from verl_parl.frozen.engine import (
+from verl_parl.cli.config import ConfigError
+from verl_parl.swarm.config import SubagentServing, parse_swarm, swarm_settings
+from verl_parl.swarm.frozen import is_hf, is_hf_server_name
+from verl_parl.swarm.frozen.engine import (
     REPLICA_NAME_SUFFIX,
     GroupBackend,
     ReplicaGroup,
@@ -20,7 +21,6 @@ from verl_parl.frozen.engine import (
     replica_class,
     replica_rollout_config,
 )
-from verl_parl.swarm.config import SubagentServing, parse_swarm, swarm_settings
 
 
 def _serving(**raw: Any) -> SubagentServing:

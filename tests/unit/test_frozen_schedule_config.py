@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import Qwen2Config
 
-from verl_parl.frozen.schedule import (
+from verl_parl.swarm.frozen.schedule import (
     CheckpointStage,
     check_subagent_schedule,
     checkpoint_index,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.launch import VERL_METRICS_FILE, format_summary, heldout_summary, read_verl_metrics, write_reports
-from verl_parl.trainer import final_session_rows, heldout_metrics, heldout_row
+from verl_parl.cli.launch import VERL_METRICS_FILE, format_summary, heldout_summary, read_verl_metrics, write_reports
+from verl_parl.trainer.hooks import final_session_rows, heldout_metrics, heldout_row
 
 
 def swarm_episode(item_f1: float | None, critical: int, total: int, parallelism: float, assigned: int = 0) -> dict:
@@ -197,7 +197,7 @@ def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(
     import transfer_queue as tq
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-    from verl_parl.trainer import ParlSyncTrainer
+    from verl_parl.trainer.hooks import ParlSyncTrainer
 
     store = {  # the in-memory TransferQueue: key -> extra_fields
         "a_0_0": swarm_episode(0.0, 9, 9, 1.0, 1),  # an earlier segment of session a_0: not counted

@@ -13,8 +13,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_parl import hookspecs
+from verl_parl.host.manager import collect_registries, create_plugin_manager, swarm_tool_names, validate_config
 from verl_parl.plugin import hookimpl
-from verl_parl.plugins import collect_registries, create_plugin_manager, swarm_tool_names, validate_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS = REPO_ROOT / "docs" / "plugins.md"

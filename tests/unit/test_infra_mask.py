@@ -1,4 +1,4 @@
-"""Infra-failed samples are left out of verl's own estimators (verl_parl.algos.infra_mask), run through
+"""Infra-failed samples are left out of verl's own estimators (verl_parl.advantages.infra_mask), run through
 verl's real advantage path (``compute_advantage_for_multi_trajectories``) on hand-computed numbers."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from verl import DataProto
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-from verl_parl.algos import infra_mask
+from verl_parl.advantages import infra_mask
 
 
 def batch(scores: list[float], uids: list[str]) -> DataProto:

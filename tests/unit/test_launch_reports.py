@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.backends.cpu.server import server_options
-from verl_parl.config import ConfigError
-from verl_parl.launch import (
+from verl_parl.cli.config import ConfigError
+from verl_parl.cli.launch import (
     VERL_METRICS_FILE,
     format_summary,
     ray_init_kwargs,
@@ -20,6 +19,7 @@ from verl_parl.launch import (
     usable_cores,
     write_reports,
 )
+from verl_parl.cpu.server import server_options
 from verl_parl.swarm.config import parse_swarm
 from verl_parl.traces.write import append_record
 
@@ -104,7 +104,7 @@ def test_the_summary_names_the_last_saved_hugging_face_policy(tmp_path: Path) ->
 def composed(overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_module
 
-    from verl_parl import assets
+    from verl_parl.cli import assets
 
     with initialize_config_module(config_module="verl_parl.configs", version_base=None), assets.building(False):
         return compose(config_name="parl_trainer", overrides=overrides)

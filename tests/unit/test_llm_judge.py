@@ -227,7 +227,7 @@ async def test_parl_manager_hands_the_configured_judge_to_the_scorer(
     from functools import partial
 
     from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV
-    from verl_parl.rewards.verl_reward import compute_score
+    from verl_parl.trainer.reward_fn import compute_score
 
     monkeypatch.delenv(JUDGE_URL_ENV, raising=False)
     monkeypatch.delenv(JUDGE_MODEL_ENV, raising=False)

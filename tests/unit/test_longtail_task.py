@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verl_parl.plugins import get_registries
+from verl_parl.host.manager import get_registries
 from verl_parl.tasks.longtail import OPTIONS, episode_turns, option_errors, write_data
 
 

@@ -1,11 +1,11 @@
-"""``parl.loop_stop``: the token rule (:func:`verl_parl.loops.loop_end`), its config, and the agent loop's cut."""
+"""``parl.loop_stop``: the token rule (:func:`verl_parl.chat.loops.loop_end`), its config, and the agent loop's cut."""
 
 from __future__ import annotations
 
 import pytest
 
-from verl_parl.errors import ConfigError
-from verl_parl.loops import LoopStop, loop_end, parse_loop_stop
+from verl_parl.chat.loops import LoopStop, loop_end, parse_loop_stop
+from verl_parl.settings.errors import ConfigError
 
 RULE = LoopStop()  # 8 copies, at least 16 tokens, blocks of up to 32 tokens
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from verl_parl.algos.nsc import group_mean_baseline, negative_keep_mask, reinforce_advantages, reinforce_nsc
+from verl_parl.advantages.nsc import group_mean_baseline, negative_keep_mask, reinforce_advantages, reinforce_nsc
 
 T, F = True, False
 

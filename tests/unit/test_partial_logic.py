@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from verl_parl.partial.board import DROP, RESUME, PauseBoard
-from verl_parl.partial.ledger import AccountingError, Ledger
-from verl_parl.partial.staleness import (
+from verl_parl.partial_rollout.board import DROP, RESUME, PauseBoard
+from verl_parl.partial_rollout.ledger import AccountingError, Ledger
+from verl_parl.partial_rollout.staleness import (
     PausedGroup,
     TurnSpan,
     distribution,

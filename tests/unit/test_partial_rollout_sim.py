@@ -1,5 +1,5 @@
 """Turn-level partial rollout end to end in one process, on a long-tail workload: verl's own sync replay buffer
-(``ReplayBuffer.sample``, with :class:`~verl_parl.partial.sampler.PausingSampler`) over an in-memory stand-in
+(``ReplayBuffer.sample``, with :class:`~verl_parl.trainer.partial_sampler.PausingSampler`) over an in-memory stand-in
 for TransferQueue's key-value calls, the real :class:`PauseBoard`, :class:`PauseGate` and
 :class:`PartialRollout`, and scripted episodes that take one turn per poll of the buffer (the stand-in for
 verl's agent-loop worker: ``n`` sessions per prompt, the group ``finished`` once all have ended).
@@ -21,14 +21,14 @@ import pytest
 from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from verl_parl.partial.board import PauseBoard
-from verl_parl.partial.episode import PauseGate
-from verl_parl.partial.ledger import LEDGER_FILE, Ledger
-from verl_parl.partial.sampler import PausingSampler, pausing
-from verl_parl.partial.settings import PartialRolloutSettings
-from verl_parl.partial.staleness import PausedGroup
-from verl_parl.partial.trainer import PartialRollout
+from verl_parl.partial_rollout.board import PauseBoard
+from verl_parl.partial_rollout.episode import PauseGate
+from verl_parl.partial_rollout.ledger import LEDGER_FILE, Ledger
+from verl_parl.partial_rollout.settings import PartialRolloutSettings
+from verl_parl.partial_rollout.staleness import PausedGroup
 from verl_parl.testing.agent_loops import LocalActor
+from verl_parl.trainer.partial_rollout import PartialRollout
+from verl_parl.trainer.partial_sampler import PausingSampler, pausing
 
 BATCH, N, SHORT, LONG = 4, 2, 2, 20
 

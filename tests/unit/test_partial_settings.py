@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.errors import ConfigError
-from verl_parl.partial.plugin import verl_parl_validate_config
-from verl_parl.partial.settings import PartialRolloutSettings, parse_partial_rollout, partial_rollout_settings
+from verl_parl.partial_rollout.plugin import verl_parl_validate_config
+from verl_parl.partial_rollout.settings import PartialRolloutSettings, parse_partial_rollout, partial_rollout_settings
+from verl_parl.settings.errors import ConfigError
 
 
 def run_cfg(partial: dict, **overrides: object) -> object:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_parl.plots import main, plot_run, read_metrics, series
+from verl_parl.cli.plots import main, plot_run, read_metrics, series
 
 
 def write_metrics(path: Path, records: list[dict]) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verl_parl.plots import PANELS, plot_run
+from verl_parl.cli.plots import PANELS, plot_run
 
 
 def test_heldout_item_f1_steps_and_parallelism_get_their_panels(tmp_path: Path) -> None:

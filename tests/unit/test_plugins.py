@@ -1,4 +1,4 @@
-"""Tests of the plugin host (``verl_parl.plugins``) against real throwaway plugin distributions.
+"""Tests of the plugin host (``verl_parl.host.manager``) against real throwaway plugin distributions.
 
 Each test writes tiny plugin packages plus hand-made ``*.dist-info`` directories (``METADATA`` and an
 ``entry_points.txt`` declaring the ``[verl_parl]`` group) into a temporary site directory and puts it
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from verl_parl import plugins
-from verl_parl.plugin import hookimpl
-from verl_parl.plugins import (
+from verl_parl.cli.plugins import format_plugin_list
+from verl_parl.host import manager as plugins
+from verl_parl.host.manager import (
     BLOCK_PLUGINS_ENV,
     TRACE_HOOKS_ENV,
     InvalidHookError,
@@ -28,12 +28,12 @@ from verl_parl.plugins import (
     collect_registries,
     create_plugin_manager,
     describe_plugins,
-    format_plugin_list,
     get_plugin_manager,
     get_registries,
     reset_plugin_manager,
     validate_config,
 )
+from verl_parl.plugin import hookimpl
 from verl_parl.registry import DuplicateNameError, PluginError, ToolSpec
 from verl_parl.testing import write_plugin_distribution
 
@@ -133,7 +133,7 @@ def test_list_cli_names_the_plugin_and_its_tool(site: Path) -> None:
 def test_importing_the_host_loads_nothing_but_the_cli_fails_loudly(site: Path) -> None:
     write_distribution(site, "vp-broken", {"broken": "raise RuntimeError('boom at import')\n"})
 
-    imported = run_cli(site, "-c", "import verl_parl.plugins, verl_parl.hookspecs, verl_parl.plugin")
+    imported = run_cli(site, "-c", "import verl_parl.host.manager, verl_parl.hookspecs, verl_parl.plugin")
     assert imported.returncode == 0, imported.stderr
 
     listed = run_cli(site, "-m", "verl_parl.plugins", "list")

@@ -9,7 +9,7 @@ import torch
 from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig, PolicyLossConfig
 
-from verl_parl.algos.token_mask import NAME, token_keep_mask, token_mask_losses
+from verl_parl.advantages.token_mask import NAME, token_keep_mask, token_mask_losses
 
 # log-ratios per token: inside [-0.2, 0.2], above, below, on both edges, inside
 LOG_RATIOS = torch.tensor([[0.1, 0.5, -0.5, 0.2], [-0.2, 0.0, 0.3, -0.05]])
@@ -52,7 +52,7 @@ def test_keep_mask_is_the_log_ratio_band_inclusive() -> None:
 
 
 def test_registered_in_verls_policy_loss_registry_by_the_plugin_hook() -> None:
-    """``import verl`` loads verl_parl.verl_plugin (entry point), which registers it with core_algos."""
+    """``import verl`` loads verl_parl.trainer.verl_plugin (entry point), which registers it with core_algos."""
     assert core_algos.get_policy_loss_fn(NAME).__name__ == "compute_policy_loss_parl_token_mask"
 
 

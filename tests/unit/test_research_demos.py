@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import pytest
 
-from verl_parl.models.demos import DEMO_SOURCES, check_demo, make_demos
 from verl_parl.swarm.calls import (
     ASSIGN_EACH,
     ASSIGN_EACH_SCHEMA,
@@ -18,6 +17,7 @@ from verl_parl.swarm.calls import (
     ORCHESTRATOR_TOOL_SCHEMAS,
     split_items,
 )
+from verl_parl.tasks.demos import DEMO_SOURCES, check_demo, make_demos
 from verl_parl.tasks.research import dataset
 from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
 from verl_parl.tasks.research.names import trie_pattern

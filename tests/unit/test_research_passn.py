@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from verl_parl.tasks.research.__main__ import main
+from verl_parl.cli.research import main
 from verl_parl.tasks.research.passn import filter_parquet, pass_at_n_filter, verdict
 
 ROWS = [

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from verl_parl.rewards.verl_reward import compute_score
+from verl_parl.cli.research import main
 from verl_parl.tasks.research import corpus, dataset, source
-from verl_parl.tasks.research.__main__ import main
 from verl_parl.tasks.research.scoring import plain, research_scorer
 from verl_parl.tasks.research.tasks import DEEP_TYPES, WIDE_TYPES, Pool, draw_tasks
+from verl_parl.trainer.reward_fn import compute_score
 
 SMALL = dict(seed=3, n_train=40, n_val=12, n_test=12, cities_per_country=2)
 
@@ -299,7 +299,7 @@ def test_research_scorer_reports_a_row_without_task_kind() -> None:
 
 
 def test_research_scorer_is_registered() -> None:
-    from verl_parl.plugins import collect_registries, create_plugin_manager
+    from verl_parl.host.manager import collect_registries, create_plugin_manager
 
     registries = collect_registries(create_plugin_manager(load_entry_points=False))
     assert registries.scorers.get("research").factory() is research_scorer

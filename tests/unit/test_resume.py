@@ -1,4 +1,4 @@
-"""The run folder's side of ``trainer.resume_mode`` (verl_parl.resume): what verl resumes from, the
+"""The run folder's side of ``trainer.resume_mode`` (verl_parl.trainer.resume): what verl resumes from, the
 config errors about it, and metrics and traces that continue without duplicates."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from verl_parl.launch import VERL_METRICS_FILE, read_verl_metrics
-from verl_parl.resume import (
+from verl_parl.cli.launch import VERL_METRICS_FILE, read_verl_metrics
+from verl_parl.trainer.resume import (
     PREVIOUS_METRICS_FILE,
     keep_steps_up_to,
     keep_traces_up_to,

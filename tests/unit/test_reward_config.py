@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.config import ConfigError, parse_parl
+from verl_parl.cli.config import ConfigError, parse_parl
 from verl_parl.rewards.config import ParlRewardConfig, RewardConfigError, parse_reward_config
 
 YAML = Path(__file__).resolve().parents[2] / "configs" / "parl_trainer.yaml"

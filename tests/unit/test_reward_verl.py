@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import verl  # noqa: F401 - loads verl_parl.verl_plugin, which registers parl and reinforce_nsc
+import verl  # noqa: F401 - loads verl_parl.trainer.verl_plugin, which registers parl and reinforce_nsc
 from omegaconf import OmegaConf
 
-from verl_parl.algos import verl_estimator
+from verl_parl.advantages import verl_estimator
 from verl_parl.rewards.config import NscConfig
 from verl_parl.rewards.infra import InfraFailureError
-from verl_parl.rewards.verl_hooks import reward_metrics
-from verl_parl.rewards.verl_manager import episode_step
+from verl_parl.trainer.reward_hooks import reward_metrics
+from verl_parl.trainer.reward_manager import episode_step
 
 
 def test_reinforce_nsc_is_in_verls_registry_and_broadcasts_advantages() -> None:
@@ -245,7 +245,7 @@ def test_advantage_hooks_log_terms_and_feed_the_estimator(monkeypatch: pytest.Mo
 
     import transfer_queue
 
-    from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
+    from verl_parl.trainer.reward_hooks import after_advantage, before_advantage
 
     infos = [
         {"reward_extra_info": {"parl_r_perf": 1.0, "parl_lambda_parallel": 0.03, "parl_infra_failed": 0.0}},
@@ -289,7 +289,7 @@ def test_advantage_hooks_leave_infra_failed_samples_out_of_grpo(monkeypatch: pyt
     import transfer_queue
     from verl.trainer.ppo import core_algos
 
-    from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
+    from verl_parl.trainer.reward_hooks import after_advantage, before_advantage
 
     infos = [{"reward_extra_info": {"parl_r_perf": 1.0, "parl_infra_failed": float(i == 2)}} for i in range(3)]
     monkeypatch.setattr(transfer_queue, "kv_batch_get", FakeTQ(infos).kv_batch_get, raising=False)
@@ -312,7 +312,7 @@ def test_advantage_hooks_leave_infra_failed_samples_out_of_grpo(monkeypatch: pyt
 
 
 def test_wrapper_stays_out_of_runs_that_use_neither() -> None:
-    from verl_parl.rewards.verl_hooks import in_use
+    from verl_parl.trainer.reward_hooks import in_use
 
     assert not in_use(
         OmegaConf.create({"algorithm": {"adv_estimator": "grpo"}, "reward": {"reward_manager": {"name": "naive"}}})
@@ -326,7 +326,7 @@ def test_a_failed_read_still_binds_the_runs_nsc_settings(monkeypatch: pytest.Mon
     import transfer_queue
     from verl.trainer.ppo import core_algos
 
-    from verl_parl.rewards.verl_hooks import after_advantage, before_advantage
+    from verl_parl.trainer.reward_hooks import after_advantage, before_advantage
 
     def broken(**_: object) -> None:
         raise ConnectionError("transfer queue unreachable")
@@ -351,7 +351,7 @@ def test_a_failed_read_still_binds_the_runs_nsc_settings(monkeypatch: pytest.Mon
 
 async def test_parl_manager_uses_the_reward_form_a_plugin_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """``parl.reward.form`` names a reward in the rewards registry (``verl_parl_register_rewards``)."""
-    from verl_parl import plugins
+    from verl_parl.host import manager as plugins
     from verl_parl.plugin import hookimpl
     from verl_parl.registry import RewardSpec
     from verl_parl.rewards.forms import EpisodeReward

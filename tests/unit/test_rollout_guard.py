@@ -1,4 +1,4 @@
-"""verl's regeneration of failed prompt groups is bounded (verl_parl.rollout_guard); the e2e fault is in
+"""verl's regeneration of failed prompt groups is bounded (verl_parl.trainer.rollout_guard); the e2e fault is in
 tests/faults/test_fault_main.py (the policy's rollout server killed)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from verl_parl.rollout_guard import RefillGuard, RolloutFailedError, policy_server_names, refill_limit
+from verl_parl.trainer.rollout_guard import RefillGuard, RolloutFailedError, policy_server_names, refill_limit
 
 
 def test_policy_servers_are_the_hf_backends_unsuffixed_servers() -> None:
@@ -37,8 +37,8 @@ def test_refills_past_the_limit_stop_the_run_and_each_step_starts_afresh() -> No
 def test_verl_refills_through_the_trainer_method_the_hooks_override_in_every_mode() -> None:
     from verl.trainer.ppo.v1 import trainer_base
 
-    from verl_parl.trainer import TRAINER_REGISTRY, ParlHooks
-    from verl_parl.trainer_modes import PARL_SYNC, VERL_MODES
+    from verl_parl.trainer.hooks import TRAINER_REGISTRY, ParlHooks
+    from verl_parl.trainer.modes import PARL_SYNC, VERL_MODES
 
     assert "refill_fn=self._add_prompts_to_generate" in inspect.getsource(trainer_base)
     assert "_add_prompts_to_generate" in ParlHooks.__dict__

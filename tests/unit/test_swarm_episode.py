@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
-from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps, parallelism, serial_fraction, total_steps
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits
@@ -369,8 +369,8 @@ def test_accounting_fields_for_the_reward(tmp_path: Path, tokenizer: Any) -> Non
 
 
 def test_subagent_hooks_and_swarm_tool_names_reach_plugins(tokenizer: Any) -> None:
+    from verl_parl.host.manager import create_plugin_manager, swarm_tool_names
     from verl_parl.plugin import hookimpl
-    from verl_parl.plugins import create_plugin_manager, swarm_tool_names
 
     events: list[tuple[str, ...]] = []
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl import plugins
-from verl_parl.config import EmbeddedTaskConfig
-from verl_parl.errors import ConfigError
-from verl_parl.launch import apply_task_defaults
-from verl_parl.models.coldstart import default_spec
-from verl_parl.models.demos import DEMO_SOURCES, make_demos
-from verl_parl.models.tiny import MARKER_NAME
-from verl_parl.plugins import collect_registries, create_plugin_manager, reset_plugin_manager
+from verl_parl.cli.config import EmbeddedTaskConfig
+from verl_parl.cli.launch import apply_task_defaults
+from verl_parl.host import manager as plugins
+from verl_parl.host.manager import collect_registries, create_plugin_manager, reset_plugin_manager
+from verl_parl.modelbuild.coldstart import default_spec
+from verl_parl.modelbuild.tiny import MARKER_NAME
 from verl_parl.registry import DuplicateNameError, PluginError, TaskSpec, UnknownNameError, load_target
+from verl_parl.settings.errors import ConfigError
+from verl_parl.tasks.demos import DEMO_SOURCES, make_demos
 from verl_parl.testing import write_plugin_distribution
 
 MODULE_PREFIX = "vp_test_task_"
@@ -47,7 +47,7 @@ def verl_parl_register_tasks(register):
             factory=write,
             scorer="number_match",
             agent_loops=("tool_agent",),
-            demos={"agent": "verl_parl.models.demos:arithmetic_agent"},
+            demos={"agent": "verl_parl.tasks.demos:arithmetic_agent"},
             coldstart={"steps": 7},
             defaults={
                 "reward.custom_reward_function.reward_kwargs.scorer": "number_match",
@@ -136,7 +136,7 @@ def test_demonstrations_and_cold_start_recipe_come_from_the_task_spec() -> None:
     assert demo.role == "agent" and demo.tools is not None
     assert demo.tools[0]["function"]["name"] == "calculator"  # the arithmetic source the target names
     assert default_spec("spelling").steps == 7
-    from verl_parl.models.coldstart import READER_RECIPE
+    from verl_parl.modelbuild.coldstart import READER_RECIPE
 
     assert default_spec("research") == default_spec("research", reader=True)  # research names READER_RECIPE
     assert default_spec("research").steps == READER_RECIPE["steps"]
@@ -159,7 +159,7 @@ def test_task_defaults_apply_unless_given_on_the_command_line() -> None:
 
 
 def test_the_task_writer_builds_the_embedded_assets(tmp_path: Path) -> None:
-    from verl_parl import assets
+    from verl_parl.cli import assets
 
     embedded = {"task": "spelling", "agent_loop": "tool_agent", "n_train": 4}
     root = OmegaConf.create({"parl": {"cache_dir": str(tmp_path), "embedded": embedded}})
@@ -173,8 +173,8 @@ def test_the_task_writer_builds_the_embedded_assets(tmp_path: Path) -> None:
 def test_the_cold_start_is_found_once_per_process_while_its_build_is_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from verl_parl import assets
-    from verl_parl.models import coldstart
+    from verl_parl.cli import assets
+    from verl_parl.modelbuild import coldstart
 
     built: list[Path] = []
 
@@ -201,7 +201,7 @@ def test_the_task_writer_runs_once_per_process_while_its_files_are_there(
 ) -> None:
     from types import SimpleNamespace
 
-    from verl_parl import assets
+    from verl_parl.cli import assets
 
     calls: list[Path] = []
 

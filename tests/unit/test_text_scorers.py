@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from verl_parl.plugins import collect_registries, create_plugin_manager
+from verl_parl.host.manager import collect_registries, create_plugin_manager
 from verl_parl.rewards.text_match import extract_answer, normalize_answer, token_f1
 
 

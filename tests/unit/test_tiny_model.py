@@ -25,8 +25,8 @@ from verl.utils.tokenizer import hf_processor, hf_tokenizer, normalize_token_ids
 from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
-from verl_parl.models.__main__ import main as cli_main
-from verl_parl.models.tiny import (
+from verl_parl.modelbuild.__main__ import main as cli_main
+from verl_parl.modelbuild.tiny import (
     MARKER_NAME,
     MARKUP_TOKENS,
     TABLE_WIDTHS,

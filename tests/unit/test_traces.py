@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from verl_parl.errors import ConfigError
+from verl_parl.settings.errors import ConfigError
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_path, critical_steps
 from verl_parl.traces.__main__ import main
 from verl_parl.traces.chrome import chrome_trace
@@ -247,8 +247,8 @@ class NeverAnsweringPolicy:
 
 @pytest.fixture(scope="module")
 def swarm_loop_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    from verl_parl.evaluate import compose_config
-    from verl_parl.models.tiny import TinyModelSpec, build_tiny_model
+    from verl_parl.cli.evaluate import compose_config
+    from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
     model = build_tiny_model(TinyModelSpec(), cache_dir=tmp_path_factory.mktemp("models"), progress=False)
     cache = tmp_path_factory.mktemp("cache")

@@ -1,5 +1,5 @@
-"""verl-parl's hooks on verl's trainer modes (verl_parl.trainer) and the fresh-policy probability gap
-(verl_parl.offpolicy), without Ray."""
+"""verl-parl's hooks on verl's trainer modes (verl_parl.trainer.hooks) and the fresh-policy probability gap
+(verl_parl.trainer.offpolicy), without Ray."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from verl_parl.offpolicy import fresh_rows, probs_gap
+from verl_parl.trainer.offpolicy import fresh_rows, probs_gap
 
 
 def test_install_puts_the_hooks_under_verls_own_mode_names() -> None:
     from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync
 
-    from verl_parl.trainer import ParlHooks, ParlSyncTrainer, install, with_hooks
+    from verl_parl.trainer.hooks import ParlHooks, ParlSyncTrainer, install, with_hooks
 
     registry = {"sync": PPOTrainerSync, "colocate_async": PPOTrainerColocateAsync, "mine": PPOTrainerSync}
     assert install(registry) == ["sync", "colocate_async"]  # separate_async absent here: left alone
@@ -29,7 +29,7 @@ def test_install_puts_the_hooks_under_verls_own_mode_names() -> None:
 def test_the_hooks_act_only_in_verl_parl_runs_or_by_their_own_name() -> None:
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
-    from verl_parl.trainer import ParlSyncTrainer, with_hooks
+    from verl_parl.trainer.hooks import ParlSyncTrainer, with_hooks
 
     def trainer(cls: type, config: dict) -> object:
         obj = cls.__new__(cls)  # no __init__: no Ray

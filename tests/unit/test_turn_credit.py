@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from verl_parl.algos.turns import decayed_advantages, turn_index
+from verl_parl.advantages.turns import decayed_advantages, turn_index
 
 
 def test_turn_index_counts_runs_of_policy_tokens() -> None:
@@ -51,7 +51,7 @@ def test_gamma_one_is_plain_reinforce_and_bad_gamma_is_refused() -> None:
 
 
 def test_segments_count_once_in_the_group_baseline() -> None:
-    from verl_parl.algos.nsc import group_mean_baseline
+    from verl_parl.advantages.nsc import group_mean_baseline
 
     scores = torch.tensor([1.0, 1.0, 1.0, 0.0])  # episode x has three segments, episode y one
     valid = torch.ones(4, dtype=torch.bool)
@@ -60,8 +60,8 @@ def test_segments_count_once_in_the_group_baseline() -> None:
 
 
 def test_estimator_decays_per_turn_with_the_trainer_context() -> None:
-    from verl_parl.algos import verl_estimator
-    from verl_parl.rewards.verl_hooks import episode_keys
+    from verl_parl.advantages import verl_estimator
+    from verl_parl.trainer.reward_hooks import episode_keys
 
     # episode u_0 (score 1): two segments of 1 and 2 turns; episode u_1 (score 0): one turn
     ctx = verl_estimator.EstimatorContext(

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.config import ConfigError, parse_parl
-from verl_parl.plugins import create_plugin_manager, validate_config
-from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
+from verl_parl.cli.config import ConfigError, parse_parl
+from verl_parl.host.manager import create_plugin_manager, validate_config
+from verl_parl.settings.typecheck import mapping_errors, name_list_errors, type_errors
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 single-agent ``researcher`` loop; the swarm's orchestrator lives in :mod:`verl_parl.swarm`.
 
 This module is also the built-in plugin that validates ``parl.researcher`` (the loop loads lazily) and
-``parl.loop_stop`` (:mod:`verl_parl.loops`, which every agent loop applies).
+``parl.loop_stop`` (:mod:`verl_parl.chat.loops`, which every agent loop applies).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.researcher`` (the agent's tools and turn limit) and ``parl.loop_stop``."""
     from verl_parl.agents.researcher import parse_researcher
-    from verl_parl.config import section_errors
-    from verl_parl.loops import parse_loop_stop
+    from verl_parl.chat.loops import parse_loop_stop
+    from verl_parl.settings.sections import section_errors
 
     return section_errors(config, lambda sections: parse_researcher(sections["researcher"])) + section_errors(
         config, lambda sections: parse_loop_stop(sections["loop_stop"])

@@ -31,12 +31,12 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
-from verl_parl.backends.cpu.names import ROLLOUT_NAME
+from verl_parl.chat.loops import LoopStop, loop_end, loop_stop_settings
 from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
 from verl_parl.context.settings import ContextSettings
-from verl_parl.loops import LoopStop, loop_end, loop_stop_settings
-from verl_parl.partial.episode import PauseGate
-from verl_parl.partial.staleness import TurnSpan, stale_tokens, stale_turn_mask
+from verl_parl.cpu.names import ROLLOUT_NAME
+from verl_parl.partial_rollout.episode import PauseGate
+from verl_parl.partial_rollout.staleness import TurnSpan, stale_tokens, stale_turn_mask
 from verl_parl.rewards.repetition import looped
 
 VERSION_FIELDS = ("min_global_steps", "max_global_steps")
@@ -284,7 +284,7 @@ class SegmentedAgentLoop(AgentLoopBase):
         )
 
     async def _turn_boundary(self, state: Episode) -> bool:
-        """Between two turns: pause here if the step's budget is used up (see :mod:`verl_parl.partial`).
+        """Between two turns: pause here if the step's budget is used up (see :mod:`verl_parl.partial_rollout`).
         False when the episode was dropped while paused and must end now."""
         if state.gate is None:
             return True

@@ -31,7 +31,7 @@ from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
-from verl_parl.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.tools.config import runtimes, tool_settings
 from verl_parl.tools.runtime import CallResult, ToolBox
 from verl_parl.traces.settings import trace_settings
@@ -82,7 +82,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
         self.traces = trace_settings(self.config)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
-        from verl_parl.frozen import SharedBackend
+        from verl_parl.chat.backend import SharedBackend
 
         state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
         ctx = RewriteContext(

@@ -29,8 +29,8 @@ def verl_parl_register_context_policies(register: Register[ContextPolicySpec]) -
 @hookimpl
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.context`` (keys, values, registered policies and their options) and the trainer it needs."""
-    from verl_parl.config import component_sections
     from verl_parl.context.settings import context_errors
+    from verl_parl.settings.sections import component_sections
 
     sections = component_sections(config)
     return ([] if sections is None else context_errors(sections["context"])) + segment_errors(config)

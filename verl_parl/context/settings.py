@@ -22,8 +22,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from verl_parl.context.policies import ContextPolicy
-from verl_parl.errors import ConfigError, config_section, did_you_mean
-from verl_parl.typecheck import mapping_errors, type_errors
+from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.typecheck import mapping_errors, type_errors
 
 ROLES = ("agent", "subagent")
 SUMMARIZERS = ("frozen", "policy")
@@ -80,7 +80,7 @@ class ContextSettings:
 
     def build(self) -> ContextPolicy:
         """A fresh policy instance (policies may keep per-episode state)."""
-        from verl_parl.plugins import get_registries
+        from verl_parl.host.manager import get_registries
 
         policy: ContextPolicy = get_registries().context_policies.get(self.policy).factory(**self.options)
         return policy
@@ -123,7 +123,7 @@ def _parse(raw: dict[str, Any]) -> tuple[dict[str, ContextSettings], list[str]]:
 def context_errors(raw: dict[str, Any]) -> list[str]:
     """Every problem of a ``parl.context`` dict: keys, values, unregistered policies (with a "did you
     mean"), and options the policy's factory rejects."""
-    from verl_parl.plugins import get_registries
+    from verl_parl.host.manager import get_registries
     from verl_parl.registry import PluginError, UnknownNameError
 
     settings, errors = _parse(raw)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from verl_parl.algos.nsc import BASELINES, STRATEGIES
+from verl_parl.advantages.nsc import BASELINES, STRATEGIES
 from verl_parl.rewards.parl_reward import PARALLEL_KINDS
 from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
-from verl_parl.typecheck import mapping_errors, type_errors
+from verl_parl.settings.typecheck import mapping_errors, type_errors
 
 PREFIX = "parl.reward"
 
@@ -23,7 +23,7 @@ class RewardConfigError(ValueError):
 
 @dataclass(frozen=True)
 class NscConfig:
-    """``parl.reward.nsc``: REINFORCE baseline and negative-sample control (see ``verl_parl.algos.nsc``)."""
+    """``parl.reward.nsc``: REINFORCE baseline and negative-sample control (see ``verl_parl.advantages.nsc``)."""
 
     baseline: str = "group_mean"
     strategy: str = "none"
@@ -186,7 +186,7 @@ class ParlRewardConfig:
 
 def form_errors(form: str) -> list[str]:
     """``parl.reward.form`` must name a registered reward form (``verl_parl_register_rewards``)."""
-    from verl_parl.plugins import get_registries
+    from verl_parl.host.manager import get_registries
     from verl_parl.registry import UnknownNameError
 
     try:

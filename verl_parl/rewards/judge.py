@@ -223,7 +223,7 @@ class FrozenGroupAsk:
         return [int(i) for i in ids]
 
     def _next_server(self) -> Any:
-        from verl_parl.frozen import dedicated_handles
+        from verl_parl.swarm.frozen import dedicated_handles
 
         with self._lock:
             if self._handles is None:

@@ -7,7 +7,7 @@
   when the ``parl`` reward manager hands it over (``judge=``), else the environment's endpoint.
 
 A scorer is ``fn(solution_str, ground_truth, extra_info) -> {"score": float, ...}`` (see
-:mod:`verl_parl.rewards.verl_reward`). The ``table`` scorer's ground truth is a mapping::
+:mod:`verl_parl.trainer.reward_fn`). The ``table`` scorer's ground truth is a mapping::
 
     {"csv": "name,year\\n...", "keys": ["name"], "metrics": {"year": "number"},
      "aliases": {"name": ["title"]}, "number_rel_tol": 0.01, "date_tol_days": 0}

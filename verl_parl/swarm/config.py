@@ -7,11 +7,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_parl.errors import ConfigError, config_section, did_you_mean
-from verl_parl.frozen.schedule import FrozenGroupSchedule, schedule_from_config
+from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.typecheck import mapping_errors, name_list_errors, type_errors
 from verl_parl.swarm.episode import SwarmLimits
+from verl_parl.swarm.frozen.schedule import FrozenGroupSchedule, schedule_from_config
 from verl_parl.swarm.subagent import SubagentLimits
-from verl_parl.typecheck import mapping_errors, name_list_errors, type_errors
 
 SUBAGENT_MODES = ("dedicated", "external", "shared")
 SUBAGENT_ENGINES = ("hf", "vllm", "sglang")  # hf: our CPU server; vllm/sglang: verl rollout replicas
@@ -99,7 +99,7 @@ def parse_swarm(
         errors.append("parl.swarm.trace_fraction: moved to parl.traces.train_fraction")
     schedule_raw = serving.pop("schedule", None)
     if schedule_raw:
-        from verl_parl.frozen.schedule import parse_schedule
+        from verl_parl.swarm.frozen.schedule import parse_schedule
 
         stages, schedule_errors = parse_schedule(schedule_raw)
         errors += schedule_errors

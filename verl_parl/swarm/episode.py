@@ -16,7 +16,6 @@ from typing import Any
 
 from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
-from verl_parl.deadline import DeadlineGroup
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import (
     ASSIGN_EACH,
@@ -36,6 +35,7 @@ from verl_parl.swarm.subagent import (
     run_tool,
 )
 from verl_parl.tools.base import Tool
+from verl_parl.tools.deadline import DeadlineGroup
 from verl_parl.tools.runtime import ToolBox
 
 _SCHEMAS = {schema["function"]["name"]: schema for schema in [*ORCHESTRATOR_TOOL_SCHEMAS, ASSIGN_EACH_SCHEMA]}

@@ -25,7 +25,7 @@ from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
-from verl_parl.plugins import get_plugin_manager, swarm_tool_names
+from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
 from verl_parl.swarm.accounting import critical_path
 from verl_parl.swarm.config import swarm_settings
 from verl_parl.swarm.episode import SwarmEpisode
@@ -59,7 +59,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         freeze_startup_heap()  # once per worker process, before its first episode (see swarm/heap.py)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
-        from verl_parl.frozen import SharedBackend, get_backend
+        from verl_parl.chat.backend import SharedBackend, get_backend
 
         backend = self.subagent_backend or get_backend(self.settings.subagent, self.server_manager)
         state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())

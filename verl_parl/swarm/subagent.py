@@ -19,8 +19,8 @@ from verl_parl.chat.prompts import PromptBuilder, decode, encode
 from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.context.summarizer import make_summarizer
-from verl_parl.deadline import DeadlineGroup, within
 from verl_parl.tools.base import Tool
+from verl_parl.tools.deadline import DeadlineGroup, within
 from verl_parl.tools.runtime import ToolBox
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def system_prompt_for(data_source: str, agent_loop: str) -> str | None:
     """A built-in task's system prompt for ``agent_loop`` (None for other tasks or unknown loops), so
-    one dataset can be evaluated in every mode (:mod:`verl_parl.evaluate`)."""
+    one dataset can be evaluated in every mode (:mod:`verl_parl.cli.evaluate`)."""
     from verl_parl.tasks import arithmetic
 
     if data_source == arithmetic.DATA_SOURCE:

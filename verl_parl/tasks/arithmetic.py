@@ -3,7 +3,7 @@
 It is the embedded default of ``python -m verl_parl.main`` until the swarm task suite exists, and it
 runs through verl's own ``tool_agent`` loop: the dataset rows name ``agent_name: tool_agent``, the
 ``calculator`` tool reaches verl through :class:`verl_parl.tools.verl_tool.RegisteredTool`, and the
-``number_match`` scorer through :mod:`verl_parl.rewards.verl_reward`. This module is a built-in
+``number_match`` scorer through :mod:`verl_parl.trainer.reward_fn`. This module is a built-in
 plugin: it registers both through the same hooks a third-party plugin uses.
 """
 
@@ -215,7 +215,7 @@ def write_data(directory: Path, settings: dict[str, Any]) -> dict[str, Path]:
     return {**paths, "tools": tools if tools.exists() else write_tool_config(tools)}
 
 
-DEMOS = "verl_parl.models.demos"
+DEMOS = "verl_parl.tasks.demos"
 
 
 @hookimpl

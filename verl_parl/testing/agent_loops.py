@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_parl.evaluate import ServerClient
+from verl_parl.cli.evaluate import ServerClient
 
 DirectClient = ServerClient
 """The part of verl's LLMServerClient an agent loop uses, calling a server object in-process."""

@@ -1,6 +1,6 @@
 """Contract checks for a plugin's scorers and context policies (run them in the plugin's own CI).
 
-:func:`check_scorer` calls a scorer the way :mod:`verl_parl.rewards.verl_reward` does
+:func:`check_scorer` calls a scorer the way :mod:`verl_parl.trainer.reward_fn` does
 (``solution_str=``, ``ground_truth=``, ``extra_info=``) on the author's cases and on hostile answers
 (empty, huge, binary-looking, markup only): every call must return a finite number or a dict with a
 finite ``score``, never raise, and give each case its expected score.

@@ -68,7 +68,7 @@ from typing import Any
 
 import jsonschema
 
-from verl_parl.errors import did_you_mean
+from verl_parl.settings.errors import did_you_mean
 from verl_parl.testing.session_contract import AfterClose, SessionChecks, broken_calls, refused
 from verl_parl.tools.base import Tool, ToolError, is_session_tool
 from verl_parl.tools.runtime import ToolLimits, ToolRuntime, validate_arguments

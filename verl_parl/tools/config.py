@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from verl_parl.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.tools.runtime import DEFAULT_LIMITS, ToolLimits, ToolRuntime
 
 KEYS = ("options", "timeout_s", "max_concurrency", "max_output_chars")
@@ -62,7 +62,7 @@ def parse_tools(raw: dict[str, Any]) -> tuple[dict[str, ToolSettings], list[str]
 
 def tool_errors(raw: dict[str, Any], used: list[str]) -> list[str]:
     """Problems of ``parl.tools`` plus tool names (configured or ``used`` by a loop) nobody registered."""
-    from verl_parl.plugins import get_registries
+    from verl_parl.host.manager import get_registries
     from verl_parl.registry import PluginError, UnknownNameError
 
     _, errors = parse_tools(raw)

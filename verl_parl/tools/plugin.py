@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 @hookimpl
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.tools`` problems, and tool names the loops are given that no plugin registered."""
-    from verl_parl.config import component_sections, used_tools
+    from verl_parl.settings.sections import component_sections, used_tools
     from verl_parl.tools.config import tool_errors
 
     sections = component_sections(config)

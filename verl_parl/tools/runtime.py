@@ -40,8 +40,8 @@ from typing import Any, Literal
 
 import jsonschema
 
-from verl_parl.deadline import within
 from verl_parl.tools.base import Tool, ToolError, ToolSession, is_session_tool
+from verl_parl.tools.deadline import within
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -36,7 +36,7 @@ from uuid import uuid4
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-from verl_parl.plugins import get_registries
+from verl_parl.host.manager import get_registries
 from verl_parl.tools.base import Tool
 from verl_parl.tools.runtime import CallResult, ToolBox, ToolLimits, ToolRuntime
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 @hookimpl
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.traces``: sampling fractions, the validation minimum and the size cap."""
-    from verl_parl.config import section_errors
+    from verl_parl.settings.sections import section_errors
     from verl_parl.traces.settings import parse_traces
 
     return section_errors(config, lambda sections: parse_traces(sections["traces"]))

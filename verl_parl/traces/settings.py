@@ -7,8 +7,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from verl_parl.errors import ConfigError, config_section, did_you_mean
-from verl_parl.typecheck import type_errors
+from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.typecheck import type_errors
 
 
 @dataclass(frozen=True)

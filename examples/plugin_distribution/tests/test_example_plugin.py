@@ -11,7 +11,7 @@ import importlib.metadata
 
 import pytest
 
-from verl_parl.plugins import collect_registries, create_plugin_manager
+from verl_parl.host.manager import collect_registries, create_plugin_manager
 from verl_parl.testing import ComponentContractError, check_context_policy, check_scorer, check_tool
 
 example = pytest.importorskip("verl_parl_example.plugin", reason="pip install -e examples/plugin_distribution")

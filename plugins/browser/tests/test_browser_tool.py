@@ -147,7 +147,7 @@ def test_index_from_the_environment(index_dir: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_registered_through_the_entry_point(index_dir: Path) -> None:
-    from verl_parl.plugins import get_registries
+    from verl_parl.host.manager import get_registries
     from verl_parl.tools.verl_tool import build_tool
 
     spec = get_registries().tools.get("browser")

@@ -16,7 +16,7 @@ from sandbox_helpers import needs_bwrap, sandbox_children
 from verl_parl_sandbox.config import SandboxConfig, SandboxConfigError
 from verl_parl_sandbox.tool import SandboxTool, SandboxUnavailableError, SessionSandboxTool, make_sandbox_tool
 
-from verl_parl.plugins import get_registries
+from verl_parl.host.manager import get_registries
 from verl_parl.testing import acheck_tool, check_schema
 from verl_parl.tools.base import ToolError, is_session_tool
 from verl_parl.tools.runtime import ToolRuntime

@@ -121,7 +121,7 @@ def test_factory_needs_exactly_one_backend(monkeypatch: pytest.MonkeyPatch, inde
 
 
 async def test_registered_through_the_entry_point(monkeypatch: pytest.MonkeyPatch, index_dir: Path) -> None:
-    from verl_parl.plugins import get_registries
+    from verl_parl.host.manager import get_registries
     from verl_parl.tools.verl_tool import build_tool
 
     spec = get_registries().tools.get("search")

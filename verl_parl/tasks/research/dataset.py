@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from verl_parl.errors import did_you_mean
+from verl_parl.settings.errors import did_you_mean
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import source
 from verl_parl.tasks.research.tasks import ALIASES, METRICS, WIDE, Pool, Task, draw_tasks

@@ -1,7 +1,7 @@
 """Cold-start demonstrations for the research suite: search, read and answer, with real tool outputs.
 
 Named by the ``research`` task's spec (:mod:`verl_parl.tasks.research.plugin`, read through
-:data:`verl_parl.models.demos.DEMO_SOURCES`, imported on first use), with three roles:
+:data:`verl_parl.tasks.demos.DEMO_SOURCES`, imported on first use), with three roles:
 
 * ``subagent`` -- a subagent of ``parl_swarm`` given one part of a task by the orchestrator: look up one
   entity (``| name | value | value |`` table row, below the assignment's header restated:
@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verl_parl.models.demos import Demo, Message, call
 from verl_parl.rewards.table import markdown_rule
 from verl_parl.swarm.calls import (
     ASSIGN_EACH,
@@ -46,6 +45,7 @@ from verl_parl.swarm.calls import (
     ITEM,
     ORCHESTRATOR_TOOL_SCHEMAS,
 )
+from verl_parl.tasks.demos import Demo, Message, call
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import dataset, source
 from verl_parl.tasks.research.tasks import (
@@ -124,7 +124,7 @@ DEEP_HOPS = True
 | city | country |``) naming the entity the previous hop's row returned (``| Lyon | France |``, then ``Find
 the capital of France ...``), and the last row's cell as the answer. When on, the subagent's ``deep`` part
 looks up one hop of a chain as a row. Off: the whole question goes to one subagent, which follows the chain
-itself. On since the reader is pretrained on chains (``hop_share`` in :mod:`verl_parl.models.pretrain`):
+itself. On since the reader is pretrained on chains (``hop_share`` in :mod:`verl_parl.modelbuild.pretrain`):
 greedy, on 256 held-out suite tasks, the swarm's item-F1 is 0.187 (deep 0.026, wide 0.240) against 0.150
 (deep 0, wide 0.199) before. Quoting each row again above the next call, tried too, taught the reader to
 repeat rows (docs/cpu.md)."""

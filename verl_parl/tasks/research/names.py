@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from verl_parl.models.demos import Demo
+from verl_parl.tasks.demos import Demo
 from verl_parl.tasks.research.demos import demo_world
 
 __all__ = ["FRESH_REAL_SHARE", "made_up_name", "trie_pattern", "with_fresh_names", "world_names"]

@@ -79,7 +79,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             tools=("search",),
             demos={role: f"{DEMOS}:research_{role}" for role in ("agent", "subagent", "orchestrator")},
             renamer="verl_parl.tasks.research.names:with_fresh_names",
-            coldstart="verl_parl.models.coldstart:READER_RECIPE",  # from the pretrained reader (shipped)
+            coldstart="verl_parl.modelbuild.coldstart:READER_RECIPE",  # from the pretrained reader (shipped)
             defaults={
                 "reward.custom_reward_function.reward_kwargs.scorer": "research",
                 "parl.researcher.tools": ["search"],

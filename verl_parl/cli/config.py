@@ -1,0 +1,363 @@
+"""The ``parl:`` config section as frozen dataclasses, and whole-config validation.
+
+Every check returns messages that start with the config key they are about; :func:`validate`
+collects all of them so that one run shows every mistake at once, before any process starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from verl_parl.settings.errors import ConfigError, did_you_mean
+from verl_parl.settings.sections import SECTIONS, shape_errors
+from verl_parl.settings.typecheck import type_errors
+from verl_parl.trainer.modes import trainer_mode_errors
+
+if TYPE_CHECKING:
+    from verl_parl.rewards.config import ParlRewardConfig
+
+PROFILES = ("cpu", "gpu")
+
+
+def _check(errors: list[str], ok: bool, message: str) -> None:
+    if not ok:
+        errors.append(message)
+
+
+@dataclass(frozen=True)
+class EmbeddedTaskConfig:
+    """``parl.embedded``: the registered task (``verl_parl_register_tasks``) the default run trains on."""
+
+    task: str = "arithmetic"
+    agent_loop: str = "parl_swarm"
+    n_train: int = 64
+    n_val: int = 16
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)  # the task's own settings (TaskSpec.check_options)
+
+    def __post_init__(self) -> None:
+        errors: list[str] = []
+        _check(errors, _is_int(self.n_train) and self.n_train > 0, "parl.embedded.n_train: must be a positive int")
+        _check(errors, _is_int(self.n_val) and self.n_val > 0, "parl.embedded.n_val: must be a positive int")
+        _check(errors, _is_int(self.seed), "parl.embedded.seed: must be an int")
+        errors += self.task_errors()
+        if errors:
+            raise ConfigError(errors)
+
+    def task_errors(self) -> list[str]:
+        """The task must be registered and installed, take this agent loop and accept these options."""
+        from verl_parl.host.manager import get_registries
+        from verl_parl.registry import UnknownNameError
+
+        try:
+            spec = get_registries().tasks.get(self.task)
+        except UnknownNameError as exc:
+            return [f"parl.embedded.task: {exc} (python -m verl_parl.plugins list)"]
+        errors = [f"parl.embedded.task: {missing}" for missing in spec.missing_requirements()]
+        _check(
+            errors,
+            self.agent_loop in spec.agent_loops,
+            f"parl.embedded.agent_loop: {self.agent_loop!r} is not one of the {self.task} task's {spec.agent_loops}",
+        )
+        if not isinstance(self.options, dict):
+            return [*errors, "parl.embedded.options: must be a mapping"]
+        if spec.check_options is None:
+            return errors + ([f"parl.embedded.options: the {self.task} task takes no options"] if self.options else [])
+        return errors + [f"parl.embedded.options.{e}" for e in spec.check_options(self.settings())]
+
+    def settings(self) -> dict[str, Any]:
+        """This section as the dict a task's writer and option check receive."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class ParlConfig:
+    """``parl``: verl-parl's own settings."""
+
+    output_dir: str
+    cache_dir: str | None = None
+    profile: str = "gpu"
+    shutdown_timeout_s: float = 30.0
+    embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
+    swarm: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.swarm.config.parse_swarm
+    subagent: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.context.settings.parse_context
+    researcher: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.agents.researcher
+    traces: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.traces.settings
+    partial_rollout: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.partial_rollout.settings
+    loop_stop: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.chat.loops
+    tools: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.tools.config
+    reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
+
+    def __post_init__(self) -> None:
+        errors: list[str] = []
+        _check(errors, bool(self.output_dir), "parl.output_dir: must be a non-empty path")
+        _check(errors, self.profile in PROFILES, f"parl.profile: {self.profile!r} is not one of {PROFILES}")
+        _check(
+            errors,
+            isinstance(self.shutdown_timeout_s, int | float) and self.shutdown_timeout_s > 0,
+            "parl.shutdown_timeout_s: must be a positive number",
+        )
+        if errors:
+            raise ConfigError(errors)
+
+    def resolved_cache_dir(self) -> Path:
+        return resolved_cache_dir(self.cache_dir)
+
+
+def resolved_cache_dir(cache_dir: str | None) -> Path:
+    """``parl.cache_dir``, else ``$VERL_PARL_CACHE``, else ``~/.cache/verl_parl``."""
+    return Path(cache_dir or os.environ.get("VERL_PARL_CACHE") or Path.home() / ".cache" / "verl_parl")
+
+
+def _reward_config(raw: dict[str, Any]) -> ParlRewardConfig:
+    """``parl.reward`` (verl_parl.rewards.config), imported lazily: it pulls in torch."""
+    from verl_parl.rewards.config import RewardConfigError, parse_reward_config
+
+    try:
+        return parse_reward_config(raw)
+    except RewardConfigError as exc:
+        raise ConfigError(exc.errors) from None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_parl(section: DictConfig) -> ParlConfig:
+    """``cfg.parl`` -> :class:`ParlConfig`; unknown keys and bad values raise one :class:`ConfigError`."""
+    container = OmegaConf.to_container(section, resolve=True)
+    assert isinstance(container, dict)
+    raw: dict[str, Any] = {str(k): v for k, v in container.items()}
+    raw.pop("_target_", None)
+    shape = shape_errors(raw)
+    embedded = raw.pop("embedded", {}) or {}
+    embedded.pop("_target_", None)
+    reward = raw.pop("reward", {}) or {}
+    errors = _unknown_keys("parl", raw, ParlConfig) + _unknown_keys("parl.embedded", embedded, EmbeddedTaskConfig)
+    if errors:
+        raise ConfigError(shape + errors)
+    embedded_types = type_errors(EmbeddedTaskConfig, embedded, "parl.embedded")
+    top_types = type_errors(ParlConfig, {k: v for k, v in raw.items() if k not in SECTIONS}, "parl")
+    errors = shape + embedded_types + top_types
+    try:
+        embedded_cfg = EmbeddedTaskConfig(**embedded) if not embedded_types else EmbeddedTaskConfig()
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+        embedded_cfg = EmbeddedTaskConfig()
+    try:
+        reward_cfg = _reward_config(reward)
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+        reward_cfg = _reward_config({})
+    if top_types:  # ParlConfig's own checks assume its values' types
+        raise ConfigError(errors)
+    try:
+        parl = ParlConfig(**raw, embedded=embedded_cfg, reward=reward_cfg)
+    except ConfigError as exc:
+        raise ConfigError(errors + exc.errors) from None
+    if errors:
+        raise ConfigError(errors)
+    return parl
+
+
+def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type) -> list[str]:
+    known = [f.name for f in fields(cls)]
+    return [f"{prefix}.{key}: unknown key{did_you_mean(key, known)}" for key in raw if key not in known]
+
+
+# ---------------------------------------------------------------------------------------------------
+# whole-config checks: each takes the resolved config and returns error messages
+
+
+def check_profile(cfg: DictConfig) -> list[str]:
+    """Combinations that cannot work on the CPU profile."""
+    if cfg.parl.profile != "cpu":
+        return []
+    errors: list[str] = []
+    arr = cfg.actor_rollout_ref
+    for key in ("actor.strategy", "actor.fsdp_config.strategy", "ref.fsdp_config.strategy"):
+        value = OmegaConf.select(arr, key)
+        _check(
+            errors,
+            value == "fsdp2",
+            f"actor_rollout_ref.{key}: {value!r} cannot run on CPU (FSDP1 needs a GPU for sync_module_states); "
+            "use fsdp2",
+        )
+    attn = OmegaConf.select(arr, "model.override_config.attn_implementation")
+    _check(
+        errors,
+        attn in ("sdpa", "eager"),
+        f"actor_rollout_ref.model.override_config.attn_implementation: {attn!r} needs CUDA; use sdpa on CPU",
+    )
+    _check(
+        errors, cfg.trainer.device == "cpu", f"trainer.device: {cfg.trainer.device!r} must be 'cpu' on the CPU profile"
+    )
+    name = arr.rollout.name
+    _check(
+        errors, name == "hf", f"actor_rollout_ref.rollout.name: {name!r} needs a GPU; the CPU profile serves with 'hf'"
+    )
+    for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
+        value = arr.rollout.get(key, 1)
+        _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 with the hf rollout backend")
+    ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    gpus = OmegaConf.select(cfg, "ray_kwargs.ray_init.num_gpus")
+    _check(
+        errors,
+        gpus is not None and gpus >= ranks,
+        f"ray_kwargs.ray_init.num_gpus: {gpus} logical GPUs cannot hold trainer.n_gpus_per_node*nnodes={ranks} ranks",
+    )
+    return errors
+
+
+def check_batch_sizes(cfg: DictConfig) -> list[str]:
+    """Batch sizes that do not divide (checked before verl would assert deep inside a worker)."""
+    errors: list[str] = []
+    train = cfg.data.train_batch_size
+    actor = cfg.actor_rollout_ref.actor
+    n = cfg.actor_rollout_ref.rollout.n
+    world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    for key, value in (("data.train_batch_size", train), ("actor_rollout_ref.rollout.n", n)):
+        _check(errors, _is_int(value) and value > 0, f"{key}: must be a positive int, got {value!r}")
+    mini = actor.ppo_mini_batch_size
+    _check(
+        errors,
+        _is_int(mini) and mini > 0,
+        f"actor_rollout_ref.actor.ppo_mini_batch_size: must be a positive int, got {mini!r}",
+    )
+    if errors:
+        return errors
+    _check(
+        errors,
+        train % mini == 0,
+        f"actor_rollout_ref.actor.ppo_mini_batch_size: {mini} does not divide data.train_batch_size={train}",
+    )
+    _check(
+        errors,
+        (mini * n) % world == 0,
+        f"actor_rollout_ref.actor.ppo_mini_batch_size: {mini} x rollout.n={n} samples "
+        f"cannot be split over {world} ranks",
+    )
+    micro = actor.get("ppo_micro_batch_size_per_gpu")
+    if micro is not None and not actor.get("use_dynamic_bsz", False):
+        _check(
+            errors,
+            _is_int(micro) and micro > 0,
+            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: must be a positive int, got {micro!r}",
+        )
+    return errors
+
+
+def check_paths(cfg: DictConfig) -> list[str]:
+    """Model and data files must exist locally (the CPU profile can never download)."""
+    errors: list[str] = []
+    model_path = cfg.actor_rollout_ref.model.path
+    local_looking = model_path is not None and (
+        str(model_path).startswith(("/", ".", "~")) or cfg.parl.profile == "cpu"
+    )
+    if local_looking and not Path(str(model_path)).expanduser().is_dir():
+        errors.append(
+            f"actor_rollout_ref.model.path: {model_path!r} is not a local model folder "
+            "(build one with `python -m verl_parl.modelbuild build`, or point to a save_pretrained folder)"
+        )
+    for key in ("data.train_files", "data.val_files"):
+        value = OmegaConf.select(cfg, key)
+        paths = list(value) if isinstance(value, ListConfig | list) else [value]
+        errors.extend(f"{key}: {p!r} does not exist" for p in paths if p and not Path(str(p)).expanduser().exists())
+    tool_config = OmegaConf.select(cfg, "actor_rollout_ref.rollout.multi_turn.tool_config_path")
+    if tool_config and not Path(str(tool_config)).expanduser().is_file():
+        errors.append(f"actor_rollout_ref.rollout.multi_turn.tool_config_path: {tool_config!r} does not exist")
+    return errors
+
+
+def check_rollout_backend(cfg: DictConfig) -> list[str]:
+    """The rollout backend must be registered with verl (``hf`` is ours, vllm/sglang/trtllm are verl's)."""
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    name = cfg.actor_rollout_ref.rollout.name
+    known = list(RolloutReplicaRegistry._registry)
+    if name in known:
+        return []
+    return [
+        f"actor_rollout_ref.rollout.name: unknown rollout backend {name!r}{did_you_mean(name, known)}; known: {known}"
+    ]
+
+
+def check_verl(cfg: DictConfig) -> list[str]:
+    """verl's own config validation (dataclass conversion and ``validate_config``), as messages."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    errors: list[str] = []
+    for key in ("actor_rollout_ref.actor", "actor_rollout_ref.rollout", "algorithm"):
+        try:
+            omega_conf_to_dataclass(OmegaConf.select(cfg, key))
+        except Exception as exc:  # noqa: BLE001 - verl raises assorted types; we report them all by key
+            errors.append(f"{key}: {type(exc).__name__}: {exc}")
+    if errors:
+        return errors
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # its "checks passed" line is a log, not a result
+            validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"verl validate_config: {type(exc).__name__}: {exc}")
+    return errors
+
+
+Check = Callable[[DictConfig], list[str]]
+CHECKS: tuple[Check, ...] = (check_profile, check_batch_sizes, check_paths, check_rollout_backend, trainer_mode_errors)
+"""Whole-config checks of the run itself; each component checks its own settings in its built-in
+plugin's ``verl_parl_validate_config`` (passed to :func:`validate` as ``plugin_errors``)."""
+
+
+def validate(cfg: DictConfig, *, plugin_errors: Iterable[str] = ()) -> ParlConfig:
+    """Validate the resolved config; raise one :class:`ConfigError` listing every problem, ``plugin_errors``
+    (every plugin's ``verl_parl_validate_config`` messages, the built-in components' included) with them."""
+    errors: list[str] = []
+    parl: ParlConfig | None = None
+    try:
+        parl = parse_parl(cfg.parl)
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+    for check in CHECKS:
+        errors.extend(check(cfg))
+    errors.extend(plugin_errors)
+    if not errors:
+        errors.extend(check_verl(cfg))
+    if errors or parl is None:
+        raise ConfigError(errors)
+    return parl
+
+
+def check_override_types(cfg: DictConfig, base: DictConfig, overrides: Iterable[str]) -> list[str]:
+    """An override must keep the type of the value it replaces (``trainer.total_training_steps=abc``)."""
+    errors: list[str] = []
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if "=" not in override or key.startswith("hydra") or "/" in key:
+            continue
+        default = OmegaConf.select(base, key, throw_on_missing=False)
+        value = OmegaConf.select(cfg, key, throw_on_missing=False)
+        if default is None or value is None or isinstance(default, DictConfig | ListConfig):
+            continue
+        if not _same_kind(default, value):
+            errors.append(
+                f"{key}: expects {type(default).__name__} (default {default!r}), got {type(value).__name__} {value!r}"
+            )
+    return errors
+
+
+def _same_kind(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, int | float):
+        return isinstance(value, int | float)
+    return isinstance(value, type(default))

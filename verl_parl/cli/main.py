@@ -1,0 +1,139 @@
+"""``python -m verl_parl.main``: verl's v1 PPO/GRPO trainer with verl-parl's plugins and config.
+
+The order matters and is the point of this module:
+
+1. pick the hardware profile (cpu when no GPU is visible) and set ``VERL_PLATFORM`` before verl is
+   imported anywhere, so verl's plugin hook activates the CPU backend in every process;
+2. compose verl's ``ppo_trainer`` config with ours (Hydra), resolve it (building cached assets);
+3. load verl-parl's plugins and validate everything, reporting all errors at once;
+4. only then start a private Ray cluster on loopback, run verl's ``TaskRunnerV1``, and tear Ray
+   down on every exit path;
+5. write the run folder's ``metrics.jsonl`` and ``summary.json``, also when training stopped early
+   (Ctrl-C, SIGTERM, a dead worker, a full disk), then say in one line why it stopped and exit non-zero
+   (:mod:`verl_parl.cli.failures`).
+
+While training, the console shows one line per step; everything else (Ray, verl and the workers) goes
+to the run folder's ``console.log``. The results (the summary table) are printed on stdout, progress
+and logs on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from verl_parl.cli.failures import exit_on_sigterm
+from verl_parl.settings.errors import ConfigError
+
+CONFIG_MODULE = "verl_parl.configs"
+CONFIG_NAME = "parl_trainer"
+
+
+def gpu_visible() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def choose_profile(argv: list[str]) -> tuple[str, list[str]]:
+    """The profile named on the command line, else ``cpu`` without a GPU; returns (profile, argv)."""
+    for arg in argv:
+        if arg.startswith("profile="):
+            return arg.split("=", 1)[1], argv
+    profile = "gpu" if gpu_visible() else "cpu"
+    return profile, [*argv, f"profile={profile}"]
+
+
+def prepare_environment(profile: str) -> None:
+    """Process environment that must be in place before verl or Ray is imported."""
+    if profile == "cpu":
+        os.environ["VERL_PLATFORM"] = "cpu"
+    os.environ.pop("RAY_ADDRESS", None)  # always a private cluster, never a user's running one
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1" if profile == "cpu" else os.environ.get("HF_HUB_OFFLINE", "0"))
+    os.environ.setdefault("TQ_NUM_THREADS", str(transfer_queue_threads()))
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # worker lines go to the run's console.log: no ANSI colours
+
+
+def transfer_queue_threads(default: int = 8) -> int:
+    """Torch threads for TransferQueue's puts and gets (its ``TQ_NUM_THREADS``, read at import in the driver
+    and every Ray worker): its default 8, capped at the physical cores. TransferQueue caps a larger value
+    itself, warning on every put and get (hundreds of lines per run on a 2-core machine)."""
+    import psutil
+
+    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    return max(1, min(default, cores))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (``verl-parl`` and ``python -m verl_parl.main``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    profile, args = choose_profile(args)
+    prepare_environment(profile)
+    exit_on_sigterm()
+
+    from verl_parl.cli.assets import building, register_resolver
+
+    register_resolver()
+    sys.argv = [sys.argv[0], *args]
+    # Hydra merges YAML values over ${parl_asset:...} ones while composing, and OmegaConf dereferences
+    # them to do so: build nothing then (a recipe overriding model.path would build the cold start).
+    # launch.prepare resolves the config, and so builds the assets it still names, explicitly.
+    with building(False):
+        _hydra_app()
+
+
+def _hydra_app() -> None:
+    import hydra
+
+    decorated = hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name=CONFIG_NAME, version_base=None)(run)
+    decorated()
+
+
+def run(cfg: Any) -> None:
+    """The Hydra task: resolve, validate, train, report."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from verl_parl.cli import console, failures, launch
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
+    with open_dict(cfg):
+        cfg.parl.output_dir = str(run_dir)
+    started = time.time()
+    try:
+        parl = launch.prepare(cfg, overrides=list(HydraConfig.get().overrides.task))
+    except ConfigError as exc:
+        print(f"[verl-parl] {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"[verl-parl] run folder: {run_dir} (full log: {run_dir / console.CONSOLE_LOG})", file=sys.stderr, flush=True)
+    failure: failures.Failure | None = None
+    where = ""
+    resumed_from = launch.prepare_run_folder(cfg, run_dir)
+    try:
+        launch.train(cfg, parl, run_dir)
+    except BaseException as exc:  # noqa: BLE001 - every way training stops is reported below, then exits non-zero
+        failure = failures.describe(exc, run_dir)
+        if failures.log_traceback(exc, run_dir / console.CONSOLE_LOG):
+            where = f" (traceback in {run_dir / console.CONSOLE_LOG})"
+    try:
+        with failures.signals_held():  # the reports of the steps so far are written whole
+            summary = launch.write_reports(
+                cfg, run_dir, started=started, succeeded=failure is None, resumed_from=resumed_from
+            )
+        print(launch.format_summary(summary), flush=True)
+    except OSError as exc:  # e.g. the disk is full: say so, after why training stopped (if it did)
+        reports = failures.describe(exc, run_dir)
+        print(f"[verl-parl] could not write the run's reports: {reports.message}", file=sys.stderr, flush=True)
+        failure = failure or reports
+    if failure is not None:
+        print(f"[verl-parl] {failure.message}{where}", file=sys.stderr)
+        raise SystemExit(failure.exit_code)
+
+
+if __name__ == "__main__":
+    main()
