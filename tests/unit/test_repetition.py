@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verl_parl.rewards.repetition import LOOP_REPEATS, loop_piece, looped
+from verl_parl.chat.repetition import LOOP_REPEATS, loop_piece, looped
 
 TABLE = "| country | capital | population | area (km2) |\n|---|---|---|---|\n| Peru | Lima | 31989256 | 1285216 |"
 CALL = '<tool_call>\n{"name": "assign_task", "arguments": {"agent": "finder", "prompt": "Find the capital of %s."}}\n'

@@ -32,12 +32,12 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
 from verl_parl.chat.loops import LoopStop, loop_end, loop_stop_settings
+from verl_parl.chat.repetition import looped
 from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.cpu.names import ROLLOUT_NAME
 from verl_parl.partial_rollout.episode import PauseGate
 from verl_parl.partial_rollout.staleness import TurnSpan, stale_tokens, stale_turn_mask
-from verl_parl.rewards.repetition import looped
 
 VERSION_FIELDS = ("min_global_steps", "max_global_steps")
 
@@ -118,7 +118,7 @@ class Episode:
     unmanaged_tokens: int = 0  # what the context would hold had nothing been rewritten
     beyond_window: int = 0  # turns taken while the unmanaged context exceeded the window
     context_exceeded: bool = False
-    looped_turns: int = 0  # the policy's turns whose text loops (verl_parl.rewards.repetition.looped)
+    looped_turns: int = 0  # the policy's turns whose text loops (verl_parl.chat.repetition.looped)
     loop_stops: int = 0  # the policy's turns ended where their tokens looped (parl.loop_stop)
     loop_ended: bool = False  # a loop ended the episode (parl.loop_stop.ends=episode): no further turn
     first_turns: list[int] = field(default_factory=list)  # episode-wide index of each segment's first turn

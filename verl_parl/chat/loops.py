@@ -12,7 +12,7 @@ which is where such a turn ran before: its tool calls are not run, an answer is 
 
 The rule is on tokens, so every engine gives the same turn: the CPU engine stops generating there
 (:mod:`verl_parl.cpu.engine`), and the agent loop cuts what any other engine returned at
-:func:`loop_end`. ``verl_parl.rewards.repetition`` is the text-level diagnostic (``parl/looped/mean``); a stopped
+:func:`loop_end`. ``verl_parl.chat.repetition`` is the text-level diagnostic (``parl/looped/mean``); a stopped
 turn still counts as looped there.
 """
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verl_parl.rewards.repetition import looped
+from verl_parl.chat.repetition import looped
 
 MODES = ("researcher", "parl_swarm", "tool_agent")
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": False}
@@ -50,7 +50,7 @@ class EpisodeResult:
     segments: int
     wall_s: float
     error: str | None = None
-    looped: bool = False  # the response holds a loop (verl_parl.rewards.repetition)
+    looped: bool = False  # the response holds a loop (verl_parl.chat.repetition)
     results_item_f1: float | None = None  # table tasks: the subagents' rows as returned (rewards.scorers)
     coverage: float | None = None  # table tasks: share of the rows some assignment names (rewards.guard.coverage)
     response: str = ""  # the last segment's response (assistant turns and tool results), special tokens removed

@@ -115,7 +115,7 @@ def heldout_row(extra: Any) -> dict[str, float]:
     accounting; a loop without subagents (``researcher``) counts each turn as one step of both and
     parallelism 0 (no subagent launched, as :func:`verl_parl.swarm.accounting.parallelism` defines).
     ``spurious_fraction``: the ``parl`` reward's share of spurious subagents (:mod:`verl_parl.rewards.guard`);
-    ``looped``: 1 if the ``parl`` reward found a loop in the response (:mod:`verl_parl.rewards.repetition`);
+    ``looped``: 1 if the ``parl`` reward found a loop in the response (:mod:`verl_parl.chat.repetition`);
     ``results_item_f1``: on table tasks, the item-F1 of the rows the subagents returned, as if the answer had
     copied them all (:func:`verl_parl.rewards.scorers.results_item_f1`); ``coverage``: on table tasks, the share of
     the rows some assignment names (:func:`verl_parl.rewards.guard.coverage`)."""

@@ -8,7 +8,7 @@ schedules of ``parl.reward`` at the episode's global step. Every term is returne
 terms are the registered reward form's (:mod:`verl_parl.rewards.forms`) named by ``parl.reward.form``.
 ``parl.reward.credit`` decides which subagent assignments earn ``r_parallel`` and ``r_finish``
 (:mod:`verl_parl.rewards.guard`); each episode's ``parl_spurious_fraction`` is returned either way, and
-``parl_looped`` (1.0 when the response holds a loop, :mod:`verl_parl.rewards.repetition`; no term reads it), and
+``parl_looped`` (1.0 when the response holds a loop, :mod:`verl_parl.chat.repetition`; no term reads it), and
 on table tasks ``parl_results_item_f1`` (the item-F1 of the rows the subagents returned, as if the answer had
 copied them all: what they found, against what the answer kept; no term reads it either) and ``parl_coverage`` (the
 share of the table's rows some assignment names, :func:`verl_parl.rewards.guard.coverage`; read by no term).
@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
+from verl_parl.chat.repetition import looped
 from verl_parl.rewards.config import ParlRewardConfig, parse_reward_config
 from verl_parl.rewards.forms import EpisodeReward, RewardForm
 from verl_parl.rewards.guard import (
@@ -43,7 +44,6 @@ from verl_parl.rewards.guard import (
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats
-from verl_parl.rewards.repetition import looped
 from verl_parl.rewards.scorers import results_item_f1
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 NAME = "parl"
 INFRA_FAILED_KEY = "parl_infra_failed"
 SPURIOUS_KEY = "parl_spurious_fraction"
-LOOPED_KEY = "parl_looped"  # 1.0 when the response holds a loop (verl_parl.rewards.repetition)
+LOOPED_KEY = "parl_looped"  # 1.0 when the response holds a loop (verl_parl.chat.repetition)
 POLICY_LOOPED_KEY = "parl_policy_looped"  # 1.0 when one of the policy's own turns loops (the agent loop reports it)
 RESULTS_F1_KEY = "parl_results_item_f1"  # item-F1 of the subagents' rows as returned (verl_parl.rewards.scorers)
 COVERAGE_KEY = "parl_coverage"  # share of the table's rows some assignment names (verl_parl.rewards.guard)
