@@ -14,8 +14,8 @@ from verl_parl.host.manager import (
     create_plugin_manager,
     describe_plugins,
 )
-from verl_parl.host.registry import PluginError
 from verl_parl.plugin import NAME
+from verl_parl.registry import PluginError
 
 __all__ = ["format_plugin_list", "main"]
 
