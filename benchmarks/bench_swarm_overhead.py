@@ -79,7 +79,7 @@ class LatencyServer:
 
 
 # the subagents' tools as the parl_swarm agent loop hands them over: runtimes built once per worker
-# (verl_parl.tools.config.runtimes), shared by every subagent
+# (verl_parl.tools.settings.runtimes), shared by every subagent
 TOOLS = {"lookup": ToolRuntime(Lookup())}
 
 

@@ -19,7 +19,7 @@ def prepare(out: Path, *, n_train: int, n_val: int, model: str) -> dict[str, str
     """The files of the run, by shell variable name."""
     from verl_parl.cli.config import resolved_cache_dir
     from verl_parl.host.manager import get_registries
-    from verl_parl.rewards import verl_reward
+    from verl_parl.trainer import reward_fn as verl_reward
 
     settings = {"task": "arithmetic", "agent_loop": "parl_swarm", "n_train": n_train, "n_val": n_val, "seed": 0}
     data = get_registries().tasks.get("arithmetic").factory(out / "data", {**settings, "options": {}})

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
-from verl_parl.swarm.config import SubagentServing
 from verl_parl.swarm.frozen import FROZEN_ACTOR_PREFIX, frozen_group_metrics
 from verl_parl.swarm.frozen.schedule import CheckpointStage, FrozenGroupSchedule, checkpoint_index
+from verl_parl.swarm.settings import SubagentServing
 
 SWITCH_STEP = 3
 PROMPT = [5, 17, 33, 90, 11]

@@ -157,7 +157,7 @@ def test_subagents_sample_at_their_own_temperature_when_set(
 
 @pytest.mark.parametrize("mode", ["external"])
 def test_bad_subagent_settings_are_clear_errors(trainer_config: DictConfig, mode: str) -> None:
-    from verl_parl.swarm.config import swarm_settings
+    from verl_parl.swarm.settings import swarm_settings
 
     cfg = swarm_config(trainer_config)
     with open_dict(cfg):

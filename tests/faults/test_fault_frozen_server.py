@@ -21,7 +21,6 @@ import pytest
 
 from verl_parl.chat.calls import ToolCall
 from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
-from verl_parl.swarm.config import SubagentServing
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.frozen import (
     ActorBackend,
@@ -30,6 +29,7 @@ from verl_parl.swarm.frozen import (
     frozen_group_metrics,
     server_names,
 )
+from verl_parl.swarm.settings import SubagentServing
 from verl_parl.swarm.subagent import SubagentLimits
 
 pytestmark = pytest.mark.timeout(300)

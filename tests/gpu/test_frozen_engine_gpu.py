@@ -23,9 +23,9 @@ def test_dedicated_group_generates(engine: str, tmp_path_factory: pytest.TempPat
     import ray
 
     from verl_parl.modelbuild.tiny import build_tiny_model
-    from verl_parl.swarm.config import SubagentServing
     from verl_parl.swarm.frozen import frozen_group_metrics, get_backend
     from verl_parl.swarm.frozen.engine import FROZEN_GROUP_ACTOR
+    from verl_parl.swarm.settings import SubagentServing
 
     model = build_tiny_model(cache_dir=tmp_path_factory.mktemp("tiny"), progress=False)
     serving = SubagentServing(model_path=str(model), engine=engine, instances=1, max_model_len=512)

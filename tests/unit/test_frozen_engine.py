@@ -9,7 +9,6 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_parl.cli.config import ConfigError
-from verl_parl.swarm.config import SubagentServing, parse_swarm, swarm_settings
 from verl_parl.swarm.frozen import is_hf, is_hf_server_name
 from verl_parl.swarm.frozen.engine import (
     REPLICA_NAME_SUFFIX,
@@ -21,6 +20,7 @@ from verl_parl.swarm.frozen.engine import (
     replica_class,
     replica_rollout_config,
 )
+from verl_parl.swarm.settings import SubagentServing, parse_swarm, swarm_settings
 
 
 def _serving(**raw: Any) -> SubagentServing:

@@ -20,7 +20,7 @@ from verl_parl.cli.launch import (
     write_reports,
 )
 from verl_parl.cpu.server import server_options
-from verl_parl.swarm.config import parse_swarm
+from verl_parl.swarm.settings import parse_swarm
 from verl_parl.traces.write import append_record
 
 

@@ -139,7 +139,7 @@ def test_table_llm_column_is_judged_by_the_endpoint(server: JudgeServer) -> None
 
 
 def test_judge_settings_report_every_error_by_key() -> None:
-    from verl_parl.rewards.config import RewardConfigError, parse_reward_config
+    from verl_parl.rewards.settings import RewardConfigError, parse_reward_config
 
     assert parse_reward_config({}).judge.backend == "none"
     with pytest.raises(RewardConfigError) as info:
@@ -157,8 +157,8 @@ def test_judge_settings_report_every_error_by_key() -> None:
 def test_build_judge_by_backend_and_the_environment_override(
     server: JudgeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from verl_parl.rewards.config import JudgeSettings
     from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV, build_judge
+    from verl_parl.rewards.settings import JudgeSettings
 
     monkeypatch.delenv(JUDGE_URL_ENV, raising=False)
     monkeypatch.delenv(JUDGE_MODEL_ENV, raising=False)

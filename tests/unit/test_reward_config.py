@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_parl.cli.config import ConfigError, parse_parl
-from verl_parl.rewards.config import ParlRewardConfig, RewardConfigError, parse_reward_config
+from verl_parl.rewards.settings import ParlRewardConfig, RewardConfigError, parse_reward_config
 
 YAML = Path(__file__).resolve().parents[2] / "configs" / "parl_trainer.yaml"
 
@@ -49,7 +49,7 @@ def test_parse_reward_config_rejects_unknown_keys() -> None:
 
 
 def test_credit_is_guarded_by_default_and_paper_is_selectable() -> None:
-    from verl_parl.rewards.config import CreditConfig
+    from verl_parl.rewards.settings import CreditConfig
 
     assert parse_parl(parl_section()).reward.credit == CreditConfig(mode="guarded", min_overlap=0.5)
     parsed = parse_parl(parl_section(**{"credit.mode": "paper", "credit.min_overlap": 0.25})).reward

@@ -8,9 +8,9 @@ import torch
 import verl  # noqa: F401 - loads verl_parl.trainer.verl_plugin, which registers parl and reinforce_nsc
 from omegaconf import OmegaConf
 
-from verl_parl.advantages import verl_estimator
-from verl_parl.rewards.config import NscConfig
 from verl_parl.rewards.infra import InfraFailureError
+from verl_parl.rewards.settings import NscConfig
+from verl_parl.trainer import advantage_estimator as verl_estimator
 from verl_parl.trainer.reward_hooks import reward_metrics
 from verl_parl.trainer.reward_manager import episode_step
 
@@ -148,7 +148,7 @@ async def test_an_episode_whose_own_turns_loop_earns_nothing_with_looped_zero(mo
 
 
 def test_looped_must_be_pay_or_zero() -> None:
-    from verl_parl.rewards.config import CreditConfig, RewardConfigError
+    from verl_parl.rewards.settings import CreditConfig, RewardConfigError
 
     with pytest.raises(RewardConfigError, match=r"credit.looped: 'sometimes' is not one of \('pay', 'zero'\)"):
         CreditConfig(looped="sometimes")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verl_parl.tools import config as tool_config
+from verl_parl.tools import settings as tool_config
 from verl_parl.tools.runtime import DEFAULT_LIMITS, ToolLimits
 
 

@@ -175,7 +175,7 @@ def test_trace_settings_errors_name_their_keys() -> None:
 
 
 def test_the_old_swarm_key_names_its_new_place() -> None:
-    from verl_parl.swarm.config import parse_swarm
+    from verl_parl.swarm.settings import parse_swarm
 
     with pytest.raises(ConfigError, match=r"parl.swarm.trace_fraction: moved to parl.traces.train_fraction"):
         parse_swarm({"trace_fraction": 0.1}, {"mode": "shared"}, None)

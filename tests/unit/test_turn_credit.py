@@ -60,7 +60,7 @@ def test_segments_count_once_in_the_group_baseline() -> None:
 
 
 def test_estimator_decays_per_turn_with_the_trainer_context() -> None:
-    from verl_parl.advantages import verl_estimator
+    from verl_parl.trainer import advantage_estimator as verl_estimator
     from verl_parl.trainer.reward_hooks import episode_keys
 
     # episode u_0 (score 1): two segments of 1 and 2 turns; episode u_1 (score 0): one turn
@@ -81,8 +81,8 @@ def test_estimator_decays_per_turn_with_the_trainer_context() -> None:
 
 
 def test_researcher_reward_gates_correctness_on_format() -> None:
-    from verl_parl.rewards.config import RewardConfigError, parse_reward_config
     from verl_parl.rewards.forms import researcher_info
+    from verl_parl.rewards.settings import RewardConfigError, parse_reward_config
 
     cfg = parse_reward_config({"form": "researcher", "researcher": {"format_penalty": 0.5, "gamma": 0.9}})
     assert cfg.researcher.gamma == 0.9

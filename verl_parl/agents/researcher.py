@@ -32,8 +32,8 @@ from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
-from verl_parl.tools.config import runtimes, tool_settings
 from verl_parl.tools.runtime import CallResult, ToolBox
+from verl_parl.tools.settings import runtimes, tool_settings
 from verl_parl.traces.settings import trace_settings
 from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
 

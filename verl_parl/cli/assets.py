@@ -98,7 +98,7 @@ def _coldstart_model(root: DictConfig) -> str:
 
 
 def _reward_fn(root: DictConfig) -> str:
-    from verl_parl.rewards import verl_reward
+    from verl_parl.trainer import reward_fn as verl_reward
 
     return str(Path(verl_reward.__file__).resolve())
 

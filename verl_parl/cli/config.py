@@ -22,7 +22,7 @@ from verl_parl.settings.typecheck import type_errors
 from verl_parl.trainer.modes import trainer_mode_errors
 
 if TYPE_CHECKING:
-    from verl_parl.rewards.config import ParlRewardConfig
+    from verl_parl.rewards.settings import ParlRewardConfig
 
 PROFILES = ("cpu", "gpu")
 
@@ -87,14 +87,14 @@ class ParlConfig:
     profile: str = "gpu"
     shutdown_timeout_s: float = 30.0
     embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
-    swarm: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.swarm.config.parse_swarm
+    swarm: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.swarm.settings.parse_swarm
     subagent: dict[str, Any] = field(default_factory=dict)
     context: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.context.settings.parse_context
     researcher: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.agents.researcher
     traces: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.traces.settings
     partial_rollout: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.partial_rollout.settings
     loop_stop: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.chat.loops
-    tools: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.tools.config
+    tools: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.tools.settings
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
 
     def __post_init__(self) -> None:
@@ -119,8 +119,8 @@ def resolved_cache_dir(cache_dir: str | None) -> Path:
 
 
 def _reward_config(raw: dict[str, Any]) -> ParlRewardConfig:
-    """``parl.reward`` (verl_parl.rewards.config), imported lazily: it pulls in torch."""
-    from verl_parl.rewards.config import RewardConfigError, parse_reward_config
+    """``parl.reward`` (verl_parl.rewards.settings), imported lazily: it pulls in torch."""
+    from verl_parl.rewards.settings import RewardConfigError, parse_reward_config
 
     try:
         return parse_reward_config(raw)

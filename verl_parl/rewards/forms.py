@@ -19,7 +19,7 @@ from verl_parl.registry import Register, RewardSpec
 from verl_parl.rewards.parl_reward import EpisodeStats, RewardTerms, parl_terms
 
 if TYPE_CHECKING:
-    from verl_parl.rewards.config import ParlRewardConfig
+    from verl_parl.rewards.settings import ParlRewardConfig
 
 __all__ = ["EpisodeReward", "RewardForm", "researcher_info", "staged_terms", "terms_info"]
 

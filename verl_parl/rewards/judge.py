@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
-from verl_parl.rewards.config import TEMPLATES, JudgeSettings
 from verl_parl.rewards.infra import InfraFailureError
+from verl_parl.rewards.settings import TEMPLATES, JudgeSettings
 from verl_parl.rewards.table import CellJudge
 from verl_parl.rewards.text_match import extract_answer
 
@@ -195,7 +195,7 @@ class FrozenGroupAsk:
     prompt too long for the server's ``max_model_len`` raises :class:`InfraFailureError`.
 
     Args:
-        serving: the dedicated group's settings (``verl_parl.swarm.config.SubagentServing``).
+        serving: the dedicated group's settings (``verl_parl.swarm.settings.SubagentServing``).
         max_tokens: the judge's reply budget.
         timeout_s: seconds to wait for one reply.
     """
@@ -265,7 +265,7 @@ def build_judge(settings: JudgeSettings, trainer_config: Any = None) -> LLMJudge
     }
     if backend == "external":
         return LLMJudge(JudgeConfig(base_url=url or settings.base_url, model=model or settings.model or "", **common))
-    from verl_parl.swarm.config import swarm_settings
+    from verl_parl.swarm.settings import swarm_settings
 
     ask = FrozenGroupAsk(
         swarm_settings(trainer_config).subagent, max_tokens=settings.max_tokens, timeout_s=settings.timeout_s

@@ -27,11 +27,11 @@ from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
 from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
 from verl_parl.swarm.accounting import critical_path
-from verl_parl.swarm.config import swarm_settings
 from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.heap import freeze_startup_heap
+from verl_parl.swarm.settings import swarm_settings
 from verl_parl.swarm.subagent import SubagentContext
-from verl_parl.tools.config import runtimes, tool_settings
+from verl_parl.tools.settings import runtimes, tool_settings
 from verl_parl.traces.settings import trace_settings
 from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.tools`` problems, and tool names the loops are given that no plugin registered."""
     from verl_parl.settings.sections import component_sections, used_tools
-    from verl_parl.tools.config import tool_errors
+    from verl_parl.tools.settings import tool_errors
 
     sections = component_sections(config)
     return [] if sections is None else tool_errors(sections["tools"], used_tools(sections))

@@ -27,7 +27,7 @@ import torch
 
 from verl_parl.advantages.nsc import reinforce_nsc
 from verl_parl.advantages.turns import decayed_advantages
-from verl_parl.rewards.config import NscConfig
+from verl_parl.rewards.settings import NscConfig
 
 NAME = "reinforce_nsc"
 

@@ -43,9 +43,9 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer, regis
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_parl.partial_rollout.settings import partial_rollout_settings
-from verl_parl.swarm.config import frozen_schedule
 from verl_parl.swarm.frozen import frozen_group_metrics
 from verl_parl.swarm.frozen.schedule import FrozenGroupSchedule
+from verl_parl.swarm.settings import frozen_schedule
 from verl_parl.trainer.modes import PARL_SYNC, VERL_MODES
 from verl_parl.trainer.reward_hooks import after_advantage, before_advantage
 from verl_parl.trainer.rollout_guard import RefillGuard, named_actors, policy_server_names, refill_limit

@@ -71,7 +71,8 @@ def _register_reward_manager(module: Any) -> None:
 
 
 def _register_estimator(module: Any) -> None:
-    from verl_parl.advantages import token_mask, verl_estimator
+    from verl_parl.advantages import token_mask
+    from verl_parl.trainer import advantage_estimator as verl_estimator
 
     verl_estimator.register(module)
     token_mask.register(module)

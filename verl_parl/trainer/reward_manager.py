@@ -30,7 +30,6 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
 from verl_parl.chat.repetition import looped
-from verl_parl.rewards.config import ParlRewardConfig, parse_reward_config
 from verl_parl.rewards.forms import EpisodeReward, RewardForm
 from verl_parl.rewards.guard import (
     TaskTerms,
@@ -45,6 +44,7 @@ from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats
 from verl_parl.rewards.scorers import results_item_f1
+from verl_parl.rewards.settings import ParlRewardConfig, parse_reward_config
 
 logger = logging.getLogger(__name__)
 

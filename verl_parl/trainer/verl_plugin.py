@@ -46,9 +46,9 @@ def _register_trainer(_module: Any) -> None:
 
 
 def _load() -> None:
-    from verl_parl.backends import cpu
+    from verl_parl import cpu
     from verl_parl.host.imports import when_imported
-    from verl_parl.rewards import verl_hooks as rewards_verl_hooks
+    from verl_parl.trainer import reward_hooks as rewards_verl_hooks
 
     if cpu.cpu_selected():
         cpu.activate()

@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from verl_parl.context.policies import PolicyBase, RewriteContext, join_history, split_history
-from verl_parl.registry import ContextPolicySpec, Register, ScorerSpec, ToolSpec
 from verl_parl.plugin import hookimpl
+from verl_parl.registry import ContextPolicySpec, Register, ScorerSpec, ToolSpec
 from verl_parl.tools.base import ToolError
 
 WORD_COUNT_SCHEMA: dict[str, Any] = {

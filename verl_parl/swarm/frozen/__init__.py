@@ -20,7 +20,7 @@ from verl_parl.settings.errors import first_line
 from verl_parl.swarm.frozen.backends import ActorBackend, FrozenServerError, SharedBackend
 
 if TYPE_CHECKING:
-    from verl_parl.swarm.config import SubagentServing
+    from verl_parl.swarm.settings import SubagentServing
 
 logger = logging.getLogger(__name__)
 

@@ -140,7 +140,7 @@ class FrozenGroupSchedule:
 
     Args:
         stages: the validated schedule (non-empty).
-        serving: the dedicated group's settings (``verl_parl.swarm.config.SubagentServing``); its servers
+        serving: the dedicated group's settings (``verl_parl.swarm.settings.SubagentServing``); its servers
             are found by name, or started from the first stage's checkpoint when none runs yet.
     """
 
