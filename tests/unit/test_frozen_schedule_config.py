@@ -8,13 +8,8 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import Qwen2Config
 
-from verl_parl.swarm.frozen.schedule import (
-    CheckpointStage,
-    check_subagent_schedule,
-    checkpoint_index,
-    parse_schedule,
-    schedule_from_config,
-)
+from verl_parl.swarm.frozen.schedule import CheckpointStage, checkpoint_index, parse_schedule
+from verl_parl.swarm.settings import check_subagent_schedule, schedule_from_config
 
 
 def checkpoint(root: Path, name: str, vocab: int) -> str:

@@ -257,7 +257,7 @@ def test_parl_manager_refuses_a_score_function_that_cannot_take_the_judge(server
 def test_frozen_judge_needs_the_dedicated_group_in_the_whole_config() -> None:
     from omegaconf import OmegaConf
 
-    from verl_parl.rewards.judge import check_judge
+    from verl_parl.rewards.settings import check_judge
 
     cfg = OmegaConf.create({"parl": {"reward": {"judge": {"backend": "frozen"}}, "subagent": {"mode": "external"}}})
     assert check_judge(cfg) == [

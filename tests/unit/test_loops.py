@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from verl_parl.chat.loops import LoopStop, loop_end, parse_loop_stop
+from verl_parl.chat.loops import LoopStop, loop_end
+from verl_parl.chat.settings import parse_loop_stop
 from verl_parl.settings.errors import ConfigError
 
 RULE = LoopStop()  # 8 copies, at least 16 tokens, blocks of up to 32 tokens

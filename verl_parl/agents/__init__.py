@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 @hookimpl
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.researcher`` (the agent's tools and turn limit) and ``parl.loop_stop``."""
-    from verl_parl.agents.researcher import parse_researcher
-    from verl_parl.chat.loops import parse_loop_stop
+    from verl_parl.agents.settings import parse_researcher
+    from verl_parl.chat.settings import parse_loop_stop
     from verl_parl.settings.sections import section_errors
 
     return section_errors(config, lambda sections: parse_researcher(sections["researcher"])) + section_errors(

@@ -31,8 +31,9 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
-from verl_parl.chat.loops import LoopStop, loop_end, loop_stop_settings
+from verl_parl.chat.loops import LoopStop, loop_end
 from verl_parl.chat.repetition import looped
+from verl_parl.chat.settings import loop_stop_settings
 from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.cpu.names import ROLLOUT_NAME

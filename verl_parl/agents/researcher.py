@@ -19,56 +19,25 @@ For Kimi-Researcher's format reward the last segment's ``extra_fields`` report
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from verl_parl.agents.base import Episode, SegmentedAgentLoop
+from verl_parl.agents.settings import researcher_settings
 from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
-from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.run import run_value
 from verl_parl.tools.runtime import CallResult, ToolBox
 from verl_parl.tools.settings import runtimes, tool_settings
 from verl_parl.traces.settings import trace_settings
 from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
 
 AGENT_NAME = "researcher"
-
-
-@dataclass(frozen=True)
-class ResearcherSettings:
-    """``parl.researcher``: the agent's tools (registered names) and its turn limit."""
-
-    tools: tuple[str, ...] = ()
-    max_turns: int = 8
-
-    def __post_init__(self) -> None:
-        if self.max_turns < 1:
-            raise ValueError(f"parl.researcher.max_turns: must be a positive int, got {self.max_turns}")
-
-
-def parse_researcher(raw: dict[str, Any]) -> ResearcherSettings:
-    """``parl.researcher`` dict -> settings; unknown keys and bad values in one ConfigError."""
-
-    known = [f.name for f in fields(ResearcherSettings)]
-    errors = [f"parl.researcher.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
-    if errors:
-        raise ConfigError(errors)
-    try:
-        return ResearcherSettings(tools=tuple(raw.get("tools") or ()), max_turns=int(raw.get("max_turns", 8)))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError([str(exc)]) from None
-
-
-def researcher_settings(config: DictConfig) -> ResearcherSettings:
-
-    raw = config_section(config, "parl.researcher")
-    return parse_researcher(raw)
 
 
 class ResearcherAgentLoop(SegmentedAgentLoop):
@@ -171,7 +140,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
 
     def _maybe_trace(self, state: Episode, report: _FormatReport, kwargs: dict[str, Any]) -> bool:
         """One trace line (``parl.traces``): every turn is one stage of one main step."""
-        run_dir = OmegaConf.select(self.config, "parl.output_dir")
+        run_dir = run_value(self.config, "output_dir")
         validation = is_validation(kwargs)
         step = state.extra_fields.get("global_steps")
         if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):

@@ -7,6 +7,7 @@ collects all of them so that one run shows every mistake at once, before any pro
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from verl_parl.settings.errors import ConfigError, did_you_mean
 from verl_parl.settings.sections import SECTIONS, shape_errors
@@ -22,7 +23,14 @@ from verl_parl.settings.typecheck import type_errors
 from verl_parl.trainer.modes import trainer_mode_errors
 
 if TYPE_CHECKING:
+    from verl_parl.agents.settings import ResearcherSettings
+    from verl_parl.chat.settings import LoopStop
+    from verl_parl.context.settings import ContextSettings
+    from verl_parl.partial_rollout.settings import PartialRolloutSettings
     from verl_parl.rewards.settings import ParlRewardConfig
+    from verl_parl.swarm.settings import SwarmSettings
+    from verl_parl.tools.settings import ToolSettings
+    from verl_parl.traces.settings import TraceSettings
 
 PROFILES = ("cpu", "gpu")
 
@@ -87,15 +95,15 @@ class ParlConfig:
     profile: str = "gpu"
     shutdown_timeout_s: float = 30.0
     embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
-    swarm: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.swarm.settings.parse_swarm
-    subagent: dict[str, Any] = field(default_factory=dict)
-    context: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.context.settings.parse_context
-    researcher: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.agents.researcher
-    traces: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.traces.settings
-    partial_rollout: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.partial_rollout.settings
-    loop_stop: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.chat.loops
-    tools: dict[str, Any] = field(default_factory=dict)  # parsed by verl_parl.tools.settings
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
+    # each component's own settings (its ``settings.py``), parsed by build_settings and handed to the workers
+    swarm: SwarmSettings | None = None  # parl.swarm and parl.subagent
+    context: dict[str, ContextSettings] | None = None
+    researcher: ResearcherSettings | None = None
+    traces: TraceSettings | None = None
+    partial_rollout: PartialRolloutSettings | None = None
+    loop_stop: LoopStop | None = None
+    tools: dict[str, ToolSettings] | None = None
 
     def __post_init__(self) -> None:
         errors: list[str] = []
@@ -142,11 +150,14 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     embedded = raw.pop("embedded", {}) or {}
     embedded.pop("_target_", None)
     reward = raw.pop("reward", {}) or {}
-    errors = _unknown_keys("parl", raw, ParlConfig) + _unknown_keys("parl.embedded", embedded, EmbeddedTaskConfig)
+    errors = _unknown_keys("parl", raw, ParlConfig, also=SECTIONS) + _unknown_keys(
+        "parl.embedded", embedded, EmbeddedTaskConfig
+    )
     if errors:
         raise ConfigError(shape + errors)
     embedded_types = type_errors(EmbeddedTaskConfig, embedded, "parl.embedded")
-    top_types = type_errors(ParlConfig, {k: v for k, v in raw.items() if k not in SECTIONS}, "parl")
+    top = {k: v for k, v in raw.items() if k not in SECTIONS}
+    top_types = type_errors(ParlConfig, top, "parl")
     errors = shape + embedded_types + top_types
     try:
         embedded_cfg = EmbeddedTaskConfig(**embedded) if not embedded_types else EmbeddedTaskConfig()
@@ -161,7 +172,7 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     if top_types:  # ParlConfig's own checks assume its values' types
         raise ConfigError(errors)
     try:
-        parl = ParlConfig(**raw, embedded=embedded_cfg, reward=reward_cfg)
+        parl = ParlConfig(**top, embedded=embedded_cfg, reward=reward_cfg)
     except ConfigError as exc:
         raise ConfigError(errors + exc.errors) from None
     if errors:
@@ -169,8 +180,8 @@ def parse_parl(section: DictConfig) -> ParlConfig:
     return parl
 
 
-def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type) -> list[str]:
-    known = [f.name for f in fields(cls)]
+def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type, also: Iterable[str] = ()) -> list[str]:
+    known = [f.name for f in fields(cls)] + [name for name in also if name not in {f.name for f in fields(cls)}]
     return [f"{prefix}.{key}: unknown key{did_you_mean(key, known)}" for key in raw if key not in known]
 
 
@@ -361,3 +372,32 @@ def _same_kind(default: Any, value: Any) -> bool:
     if isinstance(default, int | float):
         return isinstance(value, int | float)
     return isinstance(value, type(default))
+
+
+def build_settings(cfg: DictConfig, parl: ParlConfig) -> ParlConfig:
+    """Every component's settings, parsed once from the resolved ``cfg`` (already validated) into ``parl``, and
+    handed to the workers in ``cfg`` (:mod:`verl_parl.settings.handoff`): the one place a run parses ``parl``."""
+    from verl_parl.agents.settings import researcher_settings
+    from verl_parl.chat.settings import loop_stop_settings
+    from verl_parl.context.settings import context_settings
+    from verl_parl.partial_rollout.settings import partial_rollout_settings
+    from verl_parl.settings.handoff import KEY, hand_over
+    from verl_parl.swarm.settings import swarm_settings
+    from verl_parl.tools.settings import tool_settings
+    from verl_parl.traces.settings import trace_settings
+
+    if KEY in cfg:  # a stale hand-over (a resolved_config.yaml given back): parse afresh
+        with open_dict(cfg):
+            cfg.pop(KEY)
+    built = dataclasses.replace(
+        parl,
+        swarm=swarm_settings(cfg),
+        context=context_settings(cfg),
+        researcher=researcher_settings(cfg),
+        traces=trace_settings(cfg),
+        partial_rollout=partial_rollout_settings(cfg),
+        loop_stop=loop_stop_settings(cfg),
+        tools=tool_settings(cfg),
+    )
+    hand_over(cfg, built)
+    return built

@@ -258,14 +258,14 @@ def format_table(summaries: dict[str, dict[str, Any]]) -> str:
 
 def start_servers(cfg: Any, model: str, subagent_model: str | None) -> tuple[Any, Any]:
     """In-process servers: the policy from ``model`` and the frozen subagents from ``subagent_model``."""
-    from omegaconf import OmegaConf
 
     from verl_parl.cpu.server import HFInferenceServer
+    from verl_parl.swarm.settings import swarm_settings
 
     rollout = cfg.actor_rollout_ref.rollout
     max_len = int(rollout.prompt_length) + int(rollout.response_length)
     policy = HFInferenceServer(model, max_model_len=max_len, default_max_tokens=int(rollout.response_length))
-    subagent_len = int(OmegaConf.select(cfg, "parl.subagent.max_model_len", default=2048))
+    subagent_len = swarm_settings(cfg).subagent.max_model_len
     frozen = HFInferenceServer(subagent_model or model, max_model_len=subagent_len, default_max_tokens=256, frozen=True)
     return policy, frozen
 

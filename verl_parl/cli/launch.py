@@ -15,7 +15,7 @@ from typing import IO, Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.cli import console, failures
-from verl_parl.cli.config import ConfigError, ParlConfig, check_override_types, parse_parl, validate
+from verl_parl.cli.config import ConfigError, ParlConfig, build_settings, check_override_types, parse_parl, validate
 from verl_parl.trainer import resume
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
@@ -95,7 +95,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         raise ConfigError(list(dict.fromkeys(errors + exc.errors))) from None
     if errors:
         raise ConfigError(errors)
-    return parl
+    return build_settings(cfg, parl)
 
 
 def _plugin_errors(pm: Any, cfg: DictConfig, *, only: tuple[str, ...] | None = None) -> list[str]:

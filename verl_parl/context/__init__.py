@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from omegaconf import OmegaConf
-
 from verl_parl.context.policies import BUILTIN_POLICIES
 from verl_parl.plugin import hookimpl
 from verl_parl.registry import ContextPolicySpec, Register
@@ -29,19 +27,8 @@ def verl_parl_register_context_policies(register: Register[ContextPolicySpec]) -
 @hookimpl
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """``parl.context`` (keys, values, registered policies and their options) and the trainer it needs."""
-    from verl_parl.context.settings import context_errors
+    from verl_parl.context.settings import context_errors, segment_errors
     from verl_parl.settings.sections import component_sections
 
     sections = component_sections(config)
     return ([] if sections is None else context_errors(sections["context"])) + segment_errors(config)
-
-
-def segment_errors(config: DictConfig) -> list[str]:
-    """A context policy splits episodes into several outputs, which only verl's v1 trainer accepts."""
-    policy = OmegaConf.select(config, "parl.context.agent.policy", default="none")
-    if policy != "none" and not OmegaConf.select(config, "trainer.use_v1", default=False):
-        return [
-            f"parl.context.agent.policy: {policy!r} returns one output per context segment, which needs "
-            "verl's v1 trainer (trainer.use_v1=true)"
-        ]
-    return []

@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.context.policies import ContextPolicy
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import mapping_errors, type_errors
 
 ROLES = ("agent", "subagent")
@@ -152,6 +153,18 @@ def context_errors(raw: dict[str, Any]) -> list[str]:
 
 def context_settings(config: DictConfig) -> dict[str, ContextSettings]:
     """Settings from the trainer config's ``parl.context`` (``none`` for both roles when absent)."""
-
+    if (done := handed(config, "context")) is not NOT_HANDED:
+        return done  # type: ignore[no-any-return]
     raw = config_section(config, "parl.context")
     return parse_context(raw)
+
+
+def segment_errors(config: DictConfig) -> list[str]:
+    """A context policy splits episodes into several outputs, which only verl's v1 trainer accepts."""
+    policy = OmegaConf.select(config, "parl.context.agent.policy", default="none")
+    if policy != "none" and not OmegaConf.select(config, "trainer.use_v1", default=False):
+        return [
+            f"parl.context.agent.policy: {policy!r} returns one output per context segment, which needs "
+            "verl's v1 trainer (trainer.use_v1=true)"
+        ]
+    return []

@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import type_errors
 
 SECTION = "parl.partial_rollout"
@@ -72,6 +73,8 @@ def parse_partial_rollout(raw: dict[str, Any]) -> PartialRolloutSettings:
 
 def partial_rollout_settings(config: DictConfig | dict[str, Any] | None) -> PartialRolloutSettings:
     """Settings from the trainer config's ``parl.partial_rollout`` (disabled when absent)."""
+    if (done := handed(config, "partial_rollout")) is not NOT_HANDED:
+        return done  # type: ignore[no-any-return]
     return parse_partial_rollout(config_section(config, SECTION))
 
 

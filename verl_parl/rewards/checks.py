@@ -18,6 +18,6 @@ if TYPE_CHECKING:
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """The judge's settings (every trainer mode carries the hooks the ``parl`` reward manager and
     ``reinforce_nsc`` need: :mod:`verl_parl.trainer.hooks`; an unknown mode is reported by the config's own checks)."""
-    from verl_parl.rewards.judge import check_judge
+    from verl_parl.rewards.settings import check_judge
 
     return check_judge(config)

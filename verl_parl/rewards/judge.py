@@ -273,17 +273,6 @@ def build_judge(settings: JudgeSettings, trainer_config: Any = None) -> LLMJudge
     return LLMJudge(JudgeConfig(base_url=None, model=f"frozen:{ask.serving.model_path}", **common), ask=ask)
 
 
-def check_judge(cfg: Any) -> list[str]:
-    """Whole-config check: ``backend: frozen`` needs the dedicated frozen group (``parl.subagent.mode``)."""
-    from omegaconf import OmegaConf
-
-    backend = OmegaConf.select(cfg, "parl.reward.judge.backend", default="none")
-    mode = OmegaConf.select(cfg, "parl.subagent.mode", default="dedicated")
-    if backend == "frozen" and mode != "dedicated":
-        return [f"parl.reward.judge.backend: 'frozen' needs parl.subagent.mode=dedicated, not {mode!r}"]
-    return []
-
-
 def takes_judge(fn: Any) -> bool:
     """Whether the score function ``fn`` accepts a ``judge`` keyword (or any keyword)."""
     try:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from verl_parl.advantages.nsc import BASELINES, STRATEGIES
 from verl_parl.rewards.parl_reward import PARALLEL_KINDS
 from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
+from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import mapping_errors, type_errors
 
 PREFIX = "parl.reward"
@@ -263,3 +266,23 @@ def _build(cls: type, values: dict[str, Any], errors: list[str], prefix: str) ->
     except RewardConfigError as exc:
         errors.extend(exc.errors)
         return cls()
+
+
+def reward_config_from(config: Any) -> ParlRewardConfig:
+    """``parl.reward`` of the full config, or the defaults when the section is absent."""
+    if (done := handed(config, "reward")) is not NOT_HANDED:
+        return done  # type: ignore[no-any-return]
+    section = OmegaConf.select(config, "parl.reward") if OmegaConf.is_config(config) else None
+    raw = OmegaConf.to_container(section, resolve=True) if section is not None else {}
+    return parse_reward_config({str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {})
+
+
+def check_judge(cfg: Any) -> list[str]:
+    """Whole-config check: ``backend: frozen`` needs the dedicated frozen group (``parl.subagent.mode``)."""
+    from omegaconf import OmegaConf
+
+    backend = OmegaConf.select(cfg, "parl.reward.judge.backend", default="none")
+    mode = OmegaConf.select(cfg, "parl.subagent.mode", default="dedicated")
+    if backend == "frozen" and mode != "dedicated":
+        return [f"parl.reward.judge.backend: 'frozen' needs parl.subagent.mode=dedicated, not {mode!r}"]
+    return []

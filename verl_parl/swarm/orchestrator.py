@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from verl_parl.agents.base import Episode, SegmentedAgentLoop
@@ -26,6 +25,7 @@ from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
 from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
+from verl_parl.settings.run import run_value
 from verl_parl.swarm.accounting import critical_path
 from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.heap import freeze_startup_heap
@@ -150,7 +150,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         ]
 
     def _maybe_trace(self, state: Episode, episode: SwarmEpisode, kwargs: dict[str, Any]) -> bool:
-        run_dir = OmegaConf.select(self.config, "parl.output_dir")
+        run_dir = run_value(self.config, "output_dir")
         validation = is_validation(kwargs)
         step = state.extra_fields.get("global_steps")
         if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):

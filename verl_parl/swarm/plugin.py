@@ -14,8 +14,7 @@ if TYPE_CHECKING:
 def verl_parl_validate_config(config: DictConfig) -> list[str]:
     """The swarm's limits and tools, the subagents' serving, and the frozen group's checkpoint schedule."""
     from verl_parl.settings.sections import section_errors
-    from verl_parl.swarm.frozen.schedule import check_subagent_schedule
-    from verl_parl.swarm.settings import parse_swarm
+    from verl_parl.swarm.settings import check_subagent_schedule, parse_swarm
 
     def parse(sections: dict[str, dict[str, Any]]) -> object:
         return parse_swarm(sections["swarm"], sections["subagent"], default_model_path=None)

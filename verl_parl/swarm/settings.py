@@ -8,9 +8,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import mapping_errors, name_list_errors, type_errors
 from verl_parl.swarm.episode import SwarmLimits
-from verl_parl.swarm.frozen.schedule import FrozenGroupSchedule, schedule_from_config
+from verl_parl.swarm.frozen.schedule import KEY, CheckpointStage, FrozenGroupSchedule, parse_schedule, vocab_errors
 from verl_parl.swarm.subagent import SubagentLimits
 
 SUBAGENT_MODES = ("dedicated", "external", "shared")
@@ -142,7 +143,8 @@ def _schedule_engine_errors(has_schedule: bool, engine: str | None) -> list[str]
 
 def swarm_settings(config: DictConfig) -> SwarmSettings:
     """Settings from the trainer config's ``parl.swarm`` / ``parl.subagent`` (defaults when absent)."""
-
+    if (done := handed(config, "swarm")) is not NOT_HANDED:
+        return done  # type: ignore[no-any-return]
     default_model = OmegaConf.select(config, "actor_rollout_ref.model.path")
     default_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
     return parse_swarm(
@@ -156,3 +158,33 @@ def frozen_schedule(cfg: Any) -> FrozenGroupSchedule | None:
     if not stages:
         return None
     return FrozenGroupSchedule(stages, swarm_settings(cfg).subagent)
+
+
+def check_subagent_schedule(cfg: Any) -> list[str]:
+    """Whole-config check (resolved config): valid entries, dedicated mode, vocabularies match."""
+    return _validated(cfg)[1]
+
+
+def _validated(cfg: Any) -> tuple[tuple[CheckpointStage, ...], list[str]]:
+    """The schedule of a resolved trainer config and every error about it."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.select(cfg, KEY, default=None)
+    if node is None:
+        return (), []
+    raw = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    stages, errors = parse_schedule(raw if isinstance(raw, list) else [raw])
+    mode = OmegaConf.select(cfg, "parl.subagent.mode", default="dedicated")
+    if stages and mode != "dedicated":
+        errors.append(f"{KEY}: switching checkpoints needs parl.subagent.mode=dedicated, not {mode!r}")
+    if not errors:
+        errors += vocab_errors(stages, OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None))
+    return stages, errors
+
+
+def schedule_from_config(cfg: Any) -> tuple[CheckpointStage, ...]:
+    """The validated schedule of the trainer config (empty when none); raises ValueError listing the errors."""
+    stages, errors = _validated(cfg)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return stages

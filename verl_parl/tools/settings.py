@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.tools.runtime import DEFAULT_LIMITS, ToolLimits, ToolRuntime
 
 KEYS = ("options", "timeout_s", "max_concurrency", "max_output_chars")
@@ -79,7 +80,9 @@ def tool_errors(raw: dict[str, Any], used: list[str]) -> list[str]:
 
 
 def tool_settings(config: DictConfig) -> dict[str, ToolSettings]:
-
+    """Settings from the trainer config's ``parl.tools`` (none when absent)."""
+    if (done := handed(config, "tools")) is not NOT_HANDED:
+        return done  # type: ignore[no-any-return]
     raw = config_section(config, "parl.tools")
     settings, errors = parse_tools(raw)
     if errors:

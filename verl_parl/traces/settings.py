@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import type_errors
 
 
@@ -51,4 +52,6 @@ def parse_traces(raw: dict[str, Any]) -> TraceSettings:
 
 def trace_settings(config: DictConfig) -> TraceSettings:
     """Settings from the trainer config's ``parl.traces`` (defaults when absent)."""
+    if (done := handed(config, "traces")) is not NOT_HANDED:
+        return done  # type: ignore[no-any-return]
     return parse_traces(config_section(config, "parl.traces"))

@@ -43,6 +43,7 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer, regis
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_parl.partial_rollout.settings import partial_rollout_settings
+from verl_parl.settings.run import has_parl, run_value
 from verl_parl.swarm.frozen import frozen_group_metrics
 from verl_parl.swarm.frozen.schedule import FrozenGroupSchedule
 from verl_parl.swarm.settings import frozen_schedule
@@ -190,7 +191,7 @@ class ParlHooks:
     def parl_active(self) -> bool:
         """Whether the hooks act: this run is verl-parl's (its config has the ``parl`` section), or the
         trainer was chosen by verl-parl's own mode name (a plain verl run with ``trainer_mode=parl_sync``)."""
-        return self.always_active or OmegaConf.select(self.config, "parl", default=None) is not None
+        return self.always_active or has_parl(self.config)
 
     def on_init_end(self) -> None:
         super().on_init_end()  # type: ignore[misc]  # verl is untyped
@@ -232,7 +233,7 @@ class ParlHooks:
             RayBoard(self._partial_board),
             refill=super()._add_prompts_to_generate,  # type: ignore[misc]  # not a failure: no RefillGuard
             batch_size=int(self.config.data.train_batch_size),
-            run_dir=OmegaConf.select(self.config, "parl.output_dir", default=None),
+            run_dir=run_value(self.config, "output_dir"),
         )
         self.replay_buffer.partial = self._partial  # type: ignore[attr-defined]
         # each paused group's refill waits for the buffer's next look: parl.partial_rollout sets how often it looks
@@ -314,7 +315,7 @@ class ParlHooks:
         """The rewards of the traced episodes among ``rows`` to ``traces/rewards.jsonl`` (for the viewer)."""
         from verl_parl.traces.write import append_rewards
 
-        run_dir = OmegaConf.select(self.config, "parl.output_dir", default=None)
+        run_dir = run_value(self.config, "output_dir")
         if run_dir:
             append_rewards(run_dir, [getattr(row, "data", row) for row in rows])
 

@@ -120,8 +120,8 @@ def before_advantage(trainer: Any, batch: Any, metrics: dict[str, Any]) -> Any:
     from verl.trainer.ppo import core_algos
 
     from verl_parl.advantages import infra_mask
+    from verl_parl.rewards.settings import reward_config_from
     from verl_parl.trainer.advantage_estimator import EstimatorContext, bind
-    from verl_parl.trainer.reward_manager import reward_config_from
 
     if not in_use(trainer.config):
         return None

@@ -25,7 +25,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import OmegaConf
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
@@ -44,7 +43,7 @@ from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import build_judge, takes_judge
 from verl_parl.rewards.parl_reward import EpisodeStats
 from verl_parl.rewards.scorers import results_item_f1
-from verl_parl.rewards.settings import ParlRewardConfig, parse_reward_config
+from verl_parl.rewards.settings import ParlRewardConfig, reward_config_from
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +54,6 @@ LOOPED_KEY = "parl_looped"  # 1.0 when the response holds a loop (verl_parl.chat
 POLICY_LOOPED_KEY = "parl_policy_looped"  # 1.0 when one of the policy's own turns loops (the agent loop reports it)
 RESULTS_F1_KEY = "parl_results_item_f1"  # item-F1 of the subagents' rows as returned (verl_parl.rewards.scorers)
 COVERAGE_KEY = "parl_coverage"  # share of the table's rows some assignment names (verl_parl.rewards.guard)
-
-
-def reward_config_from(config: Any) -> ParlRewardConfig:
-    """``parl.reward`` of the full config, or the defaults when the section is absent."""
-    section = OmegaConf.select(config, "parl.reward") if OmegaConf.is_config(config) else None
-    raw = OmegaConf.to_container(section, resolve=True) if section is not None else {}
-    return parse_reward_config({str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {})
 
 
 def reward_form(name: str) -> RewardForm:

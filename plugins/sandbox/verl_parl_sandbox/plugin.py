@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_parl.registry import Register, ToolSpec
 from verl_parl.plugin import hookimpl
+from verl_parl.registry import Register, ToolSpec
 
 
 def make_sandbox_tool(**options: Any) -> Any:

@@ -105,36 +105,6 @@ def vocab_errors(stages: Sequence[CheckpointStage], orchestrator_path: str | Non
     return errors
 
 
-def _validated(cfg: Any) -> tuple[tuple[CheckpointStage, ...], list[str]]:
-    """The schedule of a resolved trainer config and every error about it."""
-    from omegaconf import OmegaConf
-
-    node = OmegaConf.select(cfg, KEY, default=None)
-    if node is None:
-        return (), []
-    raw = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    stages, errors = parse_schedule(raw if isinstance(raw, list) else [raw])
-    mode = OmegaConf.select(cfg, "parl.subagent.mode", default="dedicated")
-    if stages and mode != "dedicated":
-        errors.append(f"{KEY}: switching checkpoints needs parl.subagent.mode=dedicated, not {mode!r}")
-    if not errors:
-        errors += vocab_errors(stages, OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None))
-    return stages, errors
-
-
-def check_subagent_schedule(cfg: Any) -> list[str]:
-    """Whole-config check (resolved config): valid entries, dedicated mode, vocabularies match."""
-    return _validated(cfg)[1]
-
-
-def schedule_from_config(cfg: Any) -> tuple[CheckpointStage, ...]:
-    """The validated schedule of the trainer config (empty when none); raises ValueError listing the errors."""
-    stages, errors = _validated(cfg)
-    if errors:
-        raise ValueError("; ".join(errors))
-    return stages
-
-
 class FrozenGroupSchedule:
     """The trainer's side of the schedule: makes every ``parl_frozen_<i>`` server serve the step's checkpoint.
 

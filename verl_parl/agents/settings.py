@@ -1,0 +1,46 @@
+"""``parl.researcher``: the researcher agent's tools and turn limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from omegaconf import DictConfig
+
+from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
+from verl_parl.settings.handoff import NOT_HANDED, handed
+
+__all__ = ["ResearcherSettings", "parse_researcher", "researcher_settings"]
+
+
+@dataclass(frozen=True)
+class ResearcherSettings:
+    """``parl.researcher``: the agent's tools (registered names) and its turn limit."""
+
+    tools: tuple[str, ...] = ()
+    max_turns: int = 8
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"parl.researcher.max_turns: must be a positive int, got {self.max_turns}")
+
+
+def parse_researcher(raw: dict[str, Any]) -> ResearcherSettings:
+    """``parl.researcher`` dict -> settings; unknown keys and bad values in one ConfigError."""
+
+    known = [f.name for f in fields(ResearcherSettings)]
+    errors = [f"parl.researcher.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
+    if errors:
+        raise ConfigError(errors)
+    try:
+        return ResearcherSettings(tools=tuple(raw.get("tools") or ()), max_turns=int(raw.get("max_turns", 8)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError([str(exc)]) from None
+
+
+def researcher_settings(config: DictConfig) -> ResearcherSettings:
+    """Settings from the trainer config's ``parl.researcher`` (defaults when absent)."""
+    if (done := handed(config, "researcher")) is not NOT_HANDED:
+        return done  # type: ignore[no-any-return]
+    raw = config_section(config, "parl.researcher")
+    return parse_researcher(raw)
