@@ -4,6 +4,7 @@ GPU recipe composes into a config our validation accepts (``examples/gpu``; noth
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,14 @@ def test_gpu_recipe_composes_and_validates(recipe: str, tmp_path: Path, monkeypa
     assert cfg.actor_rollout_ref.model.path.startswith("Qwen/Qwen3-")  # a hub model, never the tiny one
     assert cfg.actor_rollout_ref.rollout.name in ("vllm", "sglang")
     assert Path(cfg.data.train_files).is_file()  # the research suite, generated on CPU
+    # the settings parsed once in the driver travel with the config to every worker
+    from verl_parl.settings.handoff import handed
+    from verl_parl.swarm.settings import swarm_settings
+
+    shipped = pickle.loads(pickle.dumps(cfg))  # as Ray ships it
+    assert handed(shipped, "swarm") == parl.swarm == swarm_settings(shipped)
+    assert parl.swarm is not None and parl.swarm.subagent.engine == cfg.actor_rollout_ref.rollout.name
+    assert handed(shipped, "output_dir") == str(tmp_path / "run")
 
 
 @pytest.mark.parametrize("recipe", GPU_RECIPES)
