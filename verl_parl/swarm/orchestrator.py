@@ -59,7 +59,8 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         freeze_startup_heap()  # once per worker process, before its first episode (see swarm/heap.py)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
-        from verl_parl.chat.backend import SharedBackend, get_backend
+        from verl_parl.chat.backend import SharedBackend
+        from verl_parl.swarm.frozen import get_backend
 
         backend = self.subagent_backend or get_backend(self.settings.subagent, self.server_manager)
         state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
