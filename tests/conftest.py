@@ -1,13 +1,34 @@
-"""Fixtures shared by every test directory: a private Ray cluster on 127.0.0.1, and HTTP servers on
-127.0.0.1 for a handler class (fault and judge tests talk to real endpoints)."""
+"""Fixtures shared by every test directory: a private Ray cluster on 127.0.0.1, HTTP servers on
+127.0.0.1 for a handler class (fault and judge tests talk to real endpoints), and the ``python -m
+verl_parl.main`` runs that end-to-end and fault tests share (one run, many checks; ``tests/e2e/main_runs.py``).
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+
+pytest.register_assert_rewrite("main_runs", "run_pool")
+
+from main_runs import parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
+from run_pool import SHARED_RUNS, CtrlCAfterCheckpoint, RunPool, RunSpec, shared_run  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def main_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunPool]:
+    """The pool that runs the shared ``main`` runs (``tests/e2e/run_pool.py``) the session's tests take, in test
+    order: by fixture, or by a parameter naming one (indirect parametrization)."""
+    wanted = []
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        wanted += [name for name in [*item.fixturenames, *params.values()] if name in SHARED_RUNS]
+    pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"))
+    yield pool
+    pool.close()
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +61,30 @@ def http_server() -> Iterator[Callable[[type[BaseHTTPRequestHandler]], Threading
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
+
+
+# ---- the shared PARL-reward run (main_runs.PARL_REWARD_RUN): 4 steps straight, and the same command interrupted
+# after step 2's checkpoint, then resumed
+
+
+@shared_run
+def parl_reward_run(path: Path) -> RunSpec:
+    """4 steps straight, verl's rollout dump (and each sample's reward terms) in ``dump/``: checked by the
+    reward, reward-terms, swarm and resume tests."""
+    return RunSpec(overrides=(*parl_reward_command(path.parent), f"trainer.rollout_data_dir={path / 'dump'}"))
+
+
+@shared_run
+def parl_reward_interrupted(path: Path) -> RunSpec:
+    """The same command stopped with Ctrl-C in step 3, after step 2's checkpoint: checked by the Ctrl-C fault
+    test; :func:`parl_reward_resumed` resumes it."""
+    overrides = (*parl_reward_command(path.parent), f"trainer.rollout_data_dir={path / 'dump'}")
+    return RunSpec(overrides=overrides, trigger=CtrlCAfterCheckpoint(2))
+
+
+@shared_run
+def parl_reward_resumed(path: Path) -> RunSpec:
+    """The same command again in the interrupted run's folder: verl resumes from step 2 (``resume_mode=auto``)."""
+    folder = path.parent / "parl_reward_interrupted"  # the folder it resumes in
+    overrides = (*parl_reward_command(path.parent), f"trainer.rollout_data_dir={folder / 'dump'}")
+    return RunSpec(overrides=overrides, resumes="parl_reward_interrupted")

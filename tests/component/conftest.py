@@ -1,4 +1,5 @@
-"""Shared fixtures of the component tests: the tiny model and a composed trainer config.
+"""Shared fixtures of the component tests: the tiny model and a composed trainer config, built once per
+test session (tests copy the config before changing it).
 
 Helpers the tests import (``make_loop``, ``DirectClient``) live in :mod:`verl_parl.testing.agent_loops`:
 ``from conftest import ...`` breaks as soon as another conftest module is imported first.
@@ -14,12 +15,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(TinyModelSpec(), cache_dir=tmp_path_factory.mktemp("models"), progress=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trainer_config(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> DictConfig:
     from hydra import compose, initialize_config_module
 

@@ -9,24 +9,32 @@ trajectories the current policy generated."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from test_main_cpu import read_metrics, run_main
+from main_runs import MainRun, read_metrics
+from run_pool import RunSpec, shared_run
 
 pytestmark = pytest.mark.e2e
 
 
-def test_parl_swarm_under_colocate_async(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    result = run_main(
-        tmp_path,
-        "trainer.v1.trainer_mode=colocate_async",
-        "trainer.total_training_steps=3",
-        "trainer.test_freq=3",
-        "trainer.save_freq=-1",
-        "parl.embedded.agent_loop=parl_swarm",
-        "reward.reward_manager.name=parl",
-        "algorithm.rollout_correction.bypass_mode=false",  # the old-log-prob forward the fresh gap is measured in
+@shared_run
+def async_run(path: Path) -> RunSpec:
+    return RunSpec(
+        overrides=(
+            "trainer.v1.trainer_mode=colocate_async",
+            "trainer.total_training_steps=3",
+            "trainer.test_freq=3",
+            "trainer.save_freq=-1",
+            "parl.embedded.agent_loop=parl_swarm",
+            "reward.reward_manager.name=parl",
+            "algorithm.rollout_correction.bypass_mode=false",  # the old-log-prob forward the fresh gap is measured in
+        )
     )
+
+
+def test_parl_swarm_under_colocate_async(async_run: MainRun) -> None:
+    result, tmp_path = async_run.result, async_run.path
     assert result.returncode == 0, result.stderr[-4000:]
     records = read_metrics(tmp_path / "run")
     train = [r for r in records if "training/global_step" in r]

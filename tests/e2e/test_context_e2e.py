@@ -10,27 +10,34 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_main_cpu import assert_trained, run_main
+from main_runs import MainRun, assert_trained
+from run_pool import RunSpec, shared_run
 
 pytestmark = pytest.mark.e2e
 
 
-def test_researcher_trains_on_multiple_segments_per_episode(tmp_path: Path) -> None:
-    result = run_main(
-        tmp_path,
-        "trainer.total_training_steps=2",
-        "trainer.val_before_train=false",
-        "parl.embedded.agent_loop=researcher",
-        "actor_rollout_ref.model.path=${parl_asset:coldstart_model}",
-        "parl.researcher.max_turns=3",
-        "parl.context.agent.policy=discard_all",
-        "parl.context.agent.trigger_tokens=1",
-        # Kimi-Researcher's recipe on top: format-gated reward, gamma-decayed REINFORCE with NSC
-        "reward.reward_manager.name=parl",
-        "parl.reward.form=researcher",
-        "algorithm.adv_estimator=reinforce_nsc",
-        "parl.reward.researcher.gamma=0.9",
+@shared_run
+def context_run(path: Path) -> RunSpec:
+    return RunSpec(
+        overrides=(
+            "trainer.total_training_steps=2",
+            "trainer.val_before_train=false",
+            "parl.embedded.agent_loop=researcher",
+            "actor_rollout_ref.model.path=${parl_asset:coldstart_model}",
+            "parl.researcher.max_turns=3",
+            "parl.context.agent.policy=discard_all",
+            "parl.context.agent.trigger_tokens=1",
+            # Kimi-Researcher's recipe on top: format-gated reward, gamma-decayed REINFORCE with NSC
+            "reward.reward_manager.name=parl",
+            "parl.reward.form=researcher",
+            "algorithm.adv_estimator=reinforce_nsc",
+            "parl.reward.researcher.gamma=0.9",
+        )
     )
+
+
+def test_researcher_trains_on_multiple_segments_per_episode(context_run: MainRun) -> None:
+    result, tmp_path = context_run.result, context_run.path
     train = assert_trained(result, tmp_path / "run")
     for record in train:
         # per episode segments = resets + 1, so the batch means too (means of thirds: compared as floats)

@@ -5,25 +5,24 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
-
-from verl_parl.testing.environ import child_environ
+from main_runs import MainRun
+from run_pool import RunSpec, shared_run
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_plain_verl_example_trains_one_parl_swarm_step(tmp_path: Path) -> None:
-    environ = child_environ()
-    out = tmp_path / "run"
-    command = ["bash", str(REPO / "examples" / "plain_verl" / "run.sh"), str(out)]
-    result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=1200, check=False)
-    (tmp_path / "stdout.log").write_text(result.stdout)
-    (tmp_path / "stderr.log").write_text(result.stderr)
+@shared_run
+def plain_verl_run(path: Path) -> RunSpec:
+    return RunSpec(command=("bash", str(REPO / "examples" / "plain_verl" / "run.sh"), str(path / "run")))
+
+
+def test_plain_verl_example_trains_one_parl_swarm_step(plain_verl_run: MainRun) -> None:
+    result, out = plain_verl_run.result, plain_verl_run.run_dir
     assert result.returncode == 0, result.stderr[-4000:]
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     data = {key: value for record in records for key, value in record.get("data", {}).items()}

@@ -1,7 +1,9 @@
 """End to end: ``python -m verl_parl.main`` runs verl's real v1 trainer on CPU.
 
 These start a private Ray cluster and train the tiny model for 2 steps; CI runs them
-(``-m e2e`` selects only these).
+(``-m e2e`` selects only these). The first two tests check one run (one launch, many checks): 2 FSDP ranks,
+a reference policy with KL loss, verl's own tool agent loop, a third-party plugin. The runs are shared runs
+(``run_pool.py``: started ahead, two at a time).
 """
 
 from __future__ import annotations
@@ -9,14 +11,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
+import signal
+import time
 from pathlib import Path
 
+import psutil
 import pytest
+from main_runs import MainRun, assert_trained
+from run_pool import Launch, RunSpec, shared_run
 
 from verl_parl.testing import write_plugin_distribution
-from verl_parl.testing.environ import child_environ
 
 pytestmark = pytest.mark.e2e
 
@@ -37,62 +41,36 @@ def verl_parl_register_tools(register):
 """
 
 
-def run_main(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = child_environ(env)
-    # the arithmetic task unless a test names another: the research default first trains its own cold-start model
-    task = [] if any(o.startswith("embedded=") for o in overrides) else ["embedded=arithmetic"]
-    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", *task, *overrides]
-    result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=900, check=False)
-    (tmp_path / "stdout.log").write_text(result.stdout)
-    (tmp_path / "stderr.log").write_text(result.stderr)
-    return result
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def assert_trained(result: subprocess.CompletedProcess[str], run_dir: Path, steps: int = 2) -> list[dict]:
-    assert result.returncode == 0, result.stderr[-4000:]
-    records = read_metrics(run_dir)
-    train = [r for r in records if "training/global_step" in r]
-    assert max(r["training/global_step"] for r in train) == steps
-    for record in train:
-        assert math.isfinite(record["actor/grad_norm"])
-        # rollout (hf server) vs trainer log-probs of the same tokens: catches a broken weight sync. Logged in verl's
-        # decoupled mode; the CPU profile's bypass mode reuses the rollout's (checked by the first test instead)
-        gap = record.get("training/rollout_probs_diff_max")
-        assert gap is None or gap < 1e-3
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["succeeded"] is True
-    assert summary["steps"] == steps
-    assert summary["profile"] == "cpu"
-    assert "actor/grad_norm" in summary["metrics"]
-    return train
-
-
-def test_main_trains_two_steps_and_loads_plugins_in_ray_workers(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    site.mkdir()
+@shared_run
+def two_rank_run(path: Path) -> RunSpec:
+    """2 steps on 2 FSDP ranks with a reference policy and KL loss, verl's own ``tool_agent`` loop with our
+    calculator tool, validation before training and at step 2, and the marker plugin installed."""
+    site = path / "site"
+    site.mkdir(parents=True)
     write_plugin_distribution(site, "vp-marker", {"marker": MARKER_PLUGIN})
-    marker = tmp_path / "marker.txt"
     pythonpath = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
-
-    result = run_main(
-        tmp_path,
-        "trainer.total_training_steps=2",
-        env={"PYTHONPATH": pythonpath, "VP_MARKER_FILE": str(marker)},
+    return RunSpec(
+        overrides=(
+            "trainer.total_training_steps=2",
+            "trainer.n_gpus_per_node=2",
+            "parl.embedded.agent_loop=tool_agent",  # verl's own tool agent loop, with our calculator tool
+            "actor_rollout_ref.actor.use_kl_loss=true",
+            "actor_rollout_ref.actor.kl_loss_coef=0.01",
+        ),
+        env={"PYTHONPATH": pythonpath, "VP_MARKER_FILE": str(path / "marker.txt")},
     )
 
-    run_dir = tmp_path / "run"
+
+def test_main_trains_two_steps_and_loads_plugins_in_ray_workers(two_rank_run: MainRun) -> None:
+    result, run_dir = two_rank_run.result, two_rank_run.run_dir
     train = assert_trained(result, run_dir)
     # the policy moved: the weights the server generated with at step 2 are not the initial ones
     assert any(r["actor/grad_norm"] > 0 for r in train)
     # bypass mode (the CPU profile): the rollout's log-probs are the old policy's, and with one mini-batch a step
     # PPO's KL at the update compares them with the trainer's on the same weights: catches a broken weight sync
     assert all("training/rollout_probs_diff_max" not in r and abs(r["actor/ppo_kl"]) < 1e-4 for r in train)
-    titles = marker.read_text()
-    assert "AgentLoopWorker" in titles  # the swarm's calculator tool was built from the registry there
+    titles = (two_rank_run.path / "marker.txt").read_text()
+    assert "AgentLoopWorker" in titles  # the calculator tool was built from the registry there
     assert "RewardLoopWorker" in titles  # and the number_match scorer there
     assert (run_dir / "resolved_config.yaml").exists()
     assert "run finished: 2 steps" in result.stdout
@@ -104,47 +82,55 @@ def test_main_trains_two_steps_and_loads_plugins_in_ray_workers(tmp_path: Path) 
     assert "target_num_threads" not in console_log  # TQ_NUM_THREADS fits the machine
 
 
-def test_main_two_fsdp_ranks_with_reference_kl(tmp_path: Path) -> None:
-    result = run_main(
-        tmp_path,
-        "trainer.total_training_steps=2",
-        "trainer.n_gpus_per_node=2",
-        "trainer.val_before_train=false",
-        "parl.embedded.agent_loop=tool_agent",  # verl's own tool agent loop, with our calculator tool
-        "actor_rollout_ref.actor.use_kl_loss=true",
-        "actor_rollout_ref.actor.kl_loss_coef=0.01",
-    )
-    train = assert_trained(result, tmp_path / "run")
+def test_main_two_fsdp_ranks_with_reference_kl(two_rank_run: MainRun) -> None:
+    train = assert_trained(two_rank_run.result, two_rank_run.run_dir)
     assert all(math.isfinite(r["actor/kl_loss"]) for r in train)
 
 
-def test_sigterm_mid_run_tears_down_ray_and_every_worker(tmp_path: Path) -> None:
-    import signal
-    import time
+class SigtermAfterRayStart:
+    """SIGTERM to ``main`` 5 s after Ray has started (the trainer's workers spawning), mid start-up; notes the
+    processes below it at that moment."""
 
-    import psutil
+    def __init__(self) -> None:
+        self.ray_started: float | None = None
 
-    log = tmp_path / "out.log"
-    environ = child_environ()
-    command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", "embedded=arithmetic"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(command, env=environ, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 600
-        ray_log = tmp_path / "run" / "console.log"  # Ray's and the workers' output, while verl trains
-        while not (ray_log.exists() and "Started a local Ray instance" in ray_log.read_text()) and proc.poll() is None:
-            assert time.monotonic() < deadline, "Ray never started"
-            time.sleep(1)
-        time.sleep(5)  # let the trainer's workers spawn
-        started = psutil.Process(proc.pid).children(recursive=True)
-        assert len(started) >= 3  # Ray's GCS, raylet and workers
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=180) == 128 + signal.SIGTERM
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _, alive = psutil.wait_procs(started, timeout=60)
-    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    def __call__(self, launch: Launch) -> bool:
+        if self.ray_started is None:
+            ray_log = launch.run_dir / "console.log"  # Ray's and the workers' output, while verl trains
+            if not (ray_log.exists() and "Started a local Ray instance" in ray_log.read_text()):
+                return False
+            self.ray_started = time.monotonic()
+        if time.monotonic() - self.ray_started < 5:  # let the trainer's workers spawn
+            return False
+        launch.notes["started"] = [p.pid for p in psutil.Process(launch.proc.pid).children(recursive=True)]
+        launch.proc.send_signal(signal.SIGTERM)
+        return True
+
+
+@shared_run
+def sigterm_run(path: Path) -> RunSpec:
+    """The default arithmetic run, sent SIGTERM during start-up."""
+    return RunSpec(trigger=SigtermAfterRayStart())
+
+
+def test_sigterm_mid_run_tears_down_ray_and_every_worker(sigterm_run: MainRun) -> None:
+    assert len(sigterm_run.notes["started"]) >= 3  # Ray's GCS, raylet and workers
+    assert sigterm_run.result.returncode == 128 + signal.SIGTERM
+    assert sigterm_run.left == ()  # its session was empty within a minute after it exited ...
+    assert _still_running(sigterm_run.notes["started"]) == []  # ... and what it had started is gone
+    summary = json.loads((sigterm_run.run_dir / "summary.json").read_text())
     assert summary["succeeded"] is False
-    assert "[verl-parl] terminated (SIGTERM)" in log.read_text()  # one clear line (verl_parl/cli/failures.py)
+    log = sigterm_run.result.stdout + sigterm_run.result.stderr
+    assert "[verl-parl] terminated (SIGTERM)" in log  # one clear line (verl_parl/cli/failures.py)
+
+
+def _still_running(pids: list[int]) -> list[int]:
+    """Those of ``pids`` whose process is still running (not a zombie)."""
+    running = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                running.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return running

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
-from test_main_cpu import read_metrics, run_main
+from main_runs import MainRun, read_metrics
+from run_pool import RunSpec, shared_run
 
 pytestmark = pytest.mark.e2e
 
@@ -34,19 +36,25 @@ LONGTAIL = (
 )
 
 
-def test_long_episodes_pause_resume_and_every_prompt_is_accounted_for(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    result = run_main(
-        tmp_path,
-        *LONGTAIL,
-        "trainer.total_training_steps=3",
-        "trainer.test_freq=3",
-        "trainer.save_freq=-1",
-        "trainer.val_before_train=false",
-        "data.gen_batch_size=1",
-        "parl.partial_rollout.enable=true",
-        "parl.partial_rollout.max_turns_per_step=4",
-        "parl.partial_rollout.stale_turns=mask",
+@shared_run
+def partial_rollout_run(path: Path) -> RunSpec:
+    return RunSpec(
+        overrides=(
+            *LONGTAIL,
+            "trainer.total_training_steps=3",
+            "trainer.test_freq=3",
+            "trainer.save_freq=-1",
+            "trainer.val_before_train=false",
+            "data.gen_batch_size=1",
+            "parl.partial_rollout.enable=true",
+            "parl.partial_rollout.max_turns_per_step=4",
+            "parl.partial_rollout.stale_turns=mask",
+        )
     )
+
+
+def test_long_episodes_pause_resume_and_every_prompt_is_accounted_for(partial_rollout_run: MainRun) -> None:
+    result, tmp_path = partial_rollout_run.result, partial_rollout_run.path
     assert result.returncode == 0, result.stderr[-4000:]
     run = tmp_path / "run"
     steps = [json.loads(line) for line in (run / "partial_rollout.jsonl").read_text().splitlines()]

@@ -1,55 +1,30 @@
 """End to end: the ``parl`` reward manager and the ``reinforce_nsc`` estimator in verl's real trainer.
 
-Two CPU training steps with K2.5's token-masked loss (``parl_token_mask``); the logged ``parl/*`` terms
+CPU training steps with K2.5's token-masked loss (``parl_token_mask``); the logged ``parl/*`` terms
 must be in ``metrics.jsonl``, the λs must be the configured schedule's values at the logged steps, and
-the total reward must be the paper form of the logged terms.
+the total reward must be the paper form of the logged terms. Checked on the shared PARL-reward run
+(``tests/conftest.py``: 4 steps, λ1 linear and λ2 cosine over 4 steps, NSC dropping the lowest half).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from main_runs import PARL_REWARD_STEPS, MainRun, read_metrics
 
 from verl_parl.rewards.schedules import ScheduleConfig
-from verl_parl.testing.environ import child_environ
 
 pytestmark = pytest.mark.e2e
 
 
-def test_parl_reward_and_reinforce_nsc_train_two_steps(tmp_path: Path) -> None:
-    environ = child_environ()
-    command = [
-        sys.executable,
-        "-m",
-        "verl_parl.main",
-        f"parl.output_dir={tmp_path / 'run'}",
-        "embedded=arithmetic",
-        "trainer.total_training_steps=2",
-        "trainer.val_before_train=false",
-        "reward.reward_manager.name=parl",
-        "algorithm.adv_estimator=reinforce_nsc",
-        "parl.reward.lambda_parallel.num_steps=4",
-        "parl.reward.lambda_finish.kind=cosine",
-        "parl.reward.lambda_finish.num_steps=4",
-        "parl.reward.nsc.strategy=lowest",
-        "parl.reward.nsc.fraction=0.5",
-        # K2.5's token-masked policy loss in the same run
-        "actor_rollout_ref.actor.policy_loss.loss_mode=parl_token_mask",
-        "actor_rollout_ref.actor.policy_loss.dro_beta=0.1",
-    ]
-    result = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=900, check=False)
-    (tmp_path / "stdout.log").write_text(result.stdout)
-    (tmp_path / "stderr.log").write_text(result.stderr)
+def test_parl_reward_and_reinforce_nsc_train_four_steps(parl_reward_run: MainRun) -> None:
+    result = parl_reward_run.result
     assert result.returncode == 0, result.stderr[-4000:]
 
-    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(parl_reward_run.run_dir)
     train = [r for r in records if "training/global_step" in r]
-    assert [r["training/global_step"] for r in train] == [1, 2]
+    assert [r["training/global_step"] for r in train] == list(range(1, PARL_REWARD_STEPS + 1))
     lambda_parallel = ScheduleConfig(kind="linear", start=0.1, end=0.0, num_steps=4)
     lambda_finish = ScheduleConfig(kind="cosine", start=0.1, end=0.0, num_steps=4)
     for record in train:

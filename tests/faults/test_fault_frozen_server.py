@@ -57,10 +57,23 @@ def group(model_path: str, ray_cluster: None, request: pytest.FixtureRequest) ->
 
 
 def server_pid() -> int:
-    """PID of the one frozen server process of this test's own Ray cluster (a descendant of this process)."""
-    pids = [p.pid for p in psutil.Process().children(recursive=True) if "HFInferenceServer" in " ".join(_cmdline(p))]
+    """PID of the one frozen server process of this test's own Ray cluster (a descendant of this process in its
+    session: a ``main`` run started by another test runs in a session of its own)."""
+    session = os.getsid(0)
+    pids = [
+        p.pid
+        for p in psutil.Process().children(recursive=True)
+        if "HFInferenceServer" in " ".join(_cmdline(p)) and _sid(p) == session
+    ]
     assert len(pids) == 1, pids
     return pids[0]
+
+
+def _sid(process: psutil.Process) -> int | None:
+    try:
+        return os.getsid(process.pid)
+    except (ProcessLookupError, PermissionError):
+        return None
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
