@@ -27,8 +27,8 @@ def test_each_built_in_component_checks_its_own_section() -> None:
     assert any(
         e.startswith("parl.swarm") and "max_subagents_per_turn" in e for e in by_plugin["verl_parl.swarm.plugin"]
     )
-    assert any("did you mean 'hide_tool_result'" in e for e in by_plugin["verl_parl.context"])
-    assert any(e.startswith("parl.researcher.max_turns") for e in by_plugin["verl_parl.agents"])
+    assert any("did you mean 'hide_tool_result'" in e for e in by_plugin["verl_parl.context.plugin"])
+    assert any(e.startswith("parl.researcher.max_turns") for e in by_plugin["verl_parl.agents.plugin"])
     assert any(e.startswith("parl.tools.calculater") for e in by_plugin["verl_parl.tools.plugin"])
     assert any(e.startswith("parl.traces.train_fraction") for e in by_plugin["verl_parl.traces.plugin"])
     assert validate_config(pm, config) == [e for name in BUILTIN_PLUGINS for e in by_plugin[name]]  # all at once

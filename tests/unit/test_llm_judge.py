@@ -87,7 +87,7 @@ def test_judge_asks_the_endpoint_and_caches(server: JudgeServer) -> None:
 
 def test_concurrency_limit_holds_under_load(server: JudgeServer) -> None:
     server.delay_s = 0.1
-    judge = LLMJudge(JudgeConfig(base_url=server.url, model="m", max_concurrency=2))
+    judge = LLMJudge(JudgeConfig(base_url=server.url, model="m", concurrency=2))
     with ThreadPoolExecutor(max_workers=8) as pool:
         scores = list(pool.map(lambda i: judge.judge(f"q{i}", "a", "a"), range(8)))
     assert scores == [1.0] * 8

@@ -60,7 +60,7 @@ def test_stats_read_from_extra_fields_with_missing_fields_as_zero() -> None:
 
 def test_paper_form_on_a_swarm_episode() -> None:
     stats = EpisodeStats(num_assigned=4, num_finished=3, stage_sub_steps=((4, 4), ()))
-    terms = parl_terms(stats, 0.5, form="paper", lambda1=0.2, lambda2=0.1, parallel_kind="critical_path")
+    terms = parl_terms(stats, 0.5, form="paper", lambda_parallel=0.2, lambda_finish=0.1, parallel_kind="critical_path")
     # 0.2*0.4 + 0.1*0.75 + 0.5 = 0.655
     assert terms.reward == pytest.approx(0.655)
     assert (terms.r_parallel, terms.r_finish, terms.r_perf) == pytest.approx((0.4, 0.75, 0.5))
@@ -68,25 +68,25 @@ def test_paper_form_on_a_swarm_episode() -> None:
 
 def test_paper_form_capped_and_single_agent() -> None:
     stats = EpisodeStats(num_assigned=12, num_finished=6)
-    terms = parl_terms(stats, 1.0, form="paper", lambda1=0.3, lambda2=0.2, parallel_kind="capped", cap=10)
+    terms = parl_terms(stats, 1.0, form="paper", lambda_parallel=0.3, lambda_finish=0.2, parallel_kind="capped", cap=10)
     assert terms.reward == pytest.approx(0.3 * 1.0 + 0.2 * 0.5 + 1.0)
-    single = parl_terms(EpisodeStats(), 0.8, form="paper", lambda1=0.3, lambda2=0.2)
+    single = parl_terms(EpisodeStats(), 0.8, form="paper", lambda_parallel=0.3, lambda_finish=0.2)
     assert single.reward == pytest.approx(0.8)
 
 
 def test_blog_form_success_gates_quality() -> None:
     stats = EpisodeStats(num_assigned=5, stage_sub_steps=((3, 3, 3, 3, 3),))
     # r_parallel = (15-3)/(1+15) = 0.75
-    ok = parl_terms(stats, 0.9, form="blog", lambda1=0.1, lambda2=0.0, success=True)
+    ok = parl_terms(stats, 0.9, form="blog", lambda_parallel=0.1, lambda_finish=0.0, success=True)
     assert ok.reward == pytest.approx(0.1 * 0.75 + 0.9 * 0.9)
-    failed = parl_terms(stats, 0.9, form="blog", lambda1=0.1, lambda2=0.0, success=False)
+    failed = parl_terms(stats, 0.9, form="blog", lambda_parallel=0.1, lambda_finish=0.0, success=False)
     assert failed.reward == pytest.approx(0.075)
     # at the end of the anneal only the task counts
-    assert parl_terms(stats, 0.9, form="blog", lambda1=0.0, lambda2=0.0).reward == pytest.approx(0.9)
+    assert parl_terms(stats, 0.9, form="blog", lambda_parallel=0.0, lambda_finish=0.0).reward == pytest.approx(0.9)
 
 
 def test_unknown_form_and_kind_raise() -> None:
     with pytest.raises(ValueError, match="form"):
-        parl_terms(EpisodeStats(), 1.0, form="mixed", lambda1=0.0, lambda2=0.0)
+        parl_terms(EpisodeStats(), 1.0, form="mixed", lambda_parallel=0.0, lambda_finish=0.0)
     with pytest.raises(ValueError, match="r_parallel kind"):
-        parl_terms(EpisodeStats(), 1.0, form="paper", lambda1=0.0, lambda2=0.0, parallel_kind="count")
+        parl_terms(EpisodeStats(), 1.0, form="paper", lambda_parallel=0.0, lambda_finish=0.0, parallel_kind="count")

@@ -91,14 +91,16 @@ def test_garbled_prompt_earns_no_r_parallel_when_guarded_but_does_in_paper_form(
     guarded, fraction = credit_episode(stats, runs, WIDE, guarded=True, min_overlap=0.5)
     paper, paper_fraction = credit_episode(stats, runs, WIDE, guarded=False, min_overlap=0.5)
     assert fraction == paper_fraction == 0.5
-    g = parl_terms(guarded, 1.0, form="paper", lambda1=0.1, lambda2=0.1)
-    p = parl_terms(paper, 1.0, form="paper", lambda1=0.1, lambda2=0.1)
+    g = parl_terms(guarded, 1.0, form="paper", lambda_parallel=0.1, lambda_finish=0.1)
+    p = parl_terms(paper, 1.0, form="paper", lambda_parallel=0.1, lambda_finish=0.1)
     # paper: saved 4 of (1+8)+1 = 10 -> 0.4; finished 2/2. guarded: the garbled one saves nothing -> 0/10; 1/2
     assert (p.r_parallel, p.r_finish) == pytest.approx((0.4, 1.0))
     assert (g.r_parallel, g.r_finish) == pytest.approx((0.0, 0.5))
     assert g.reward == pytest.approx(1.0 + 0.1 * 0.0 + 0.1 * 0.5)
     assert p.reward == pytest.approx(1.0 + 0.1 * 0.4 + 0.1 * 1.0)
-    capped = parl_terms(guarded, 0.0, form="paper", lambda1=1.0, lambda2=0.0, parallel_kind="capped", cap=10)
+    capped = parl_terms(
+        guarded, 0.0, form="paper", lambda_parallel=1.0, lambda_finish=0.0, parallel_kind="capped", cap=10
+    )
     assert capped.r_parallel == pytest.approx(0.1)  # 1 useful of 2 assigned
 
 
@@ -108,7 +110,7 @@ def test_spurious_subagents_stay_in_the_denominators() -> None:
     stats = EpisodeStats(num_assigned=3, num_finished=3, stage_sub_steps=((4, 4, 4),))
     credited = credited_stats(stats, runs, [True, True, False])
     assert credited.credited_sub_steps == ((4, 4),) and credited.credited_finished == 2
-    terms = parl_terms(credited, 0.0, form="paper", lambda1=1.0, lambda2=1.0)
+    terms = parl_terms(credited, 0.0, form="paper", lambda_parallel=1.0, lambda_finish=1.0)
     assert (terms.r_parallel, terms.r_finish) == pytest.approx((4 / 13, 2 / 3))
 
 
@@ -123,8 +125,8 @@ def test_error_and_empty_results_earn_nothing() -> None:
     guarded, fraction = credit_episode(stats, runs, WIDE, guarded=True, min_overlap=0.5)
     paper, _ = credit_episode(stats, runs, WIDE, guarded=False, min_overlap=0.5)
     assert fraction == pytest.approx(2 / 3)
-    g = parl_terms(guarded, 0.0, form="paper", lambda1=1.0, lambda2=1.0)
-    p = parl_terms(paper, 0.0, form="paper", lambda1=1.0, lambda2=1.0)
+    g = parl_terms(guarded, 0.0, form="paper", lambda_parallel=1.0, lambda_finish=1.0)
+    p = parl_terms(paper, 0.0, form="paper", lambda_parallel=1.0, lambda_finish=1.0)
     # paper: saved 10 - 5 = 5 of 1 + 10 = 11, finished 2/3; guarded: one useful subagent saves 0, finished 1/3
     assert (p.r_parallel, p.r_finish) == pytest.approx((5 / 11, 2 / 3))
     assert (g.r_parallel, g.r_finish) == pytest.approx((0.0, 1 / 3))
@@ -141,7 +143,7 @@ def test_a_repeated_assignment_is_spurious() -> None:
     stats = EpisodeStats(num_assigned=4, num_finished=4, stage_sub_steps=((3, 3, 3, 3),))
     guarded, fraction = credit_episode(stats, runs, WIDE, guarded=True, min_overlap=0.5)
     assert fraction == 0.5
-    terms = parl_terms(guarded, 0.0, form="paper", lambda1=1.0, lambda2=1.0)
+    terms = parl_terms(guarded, 0.0, form="paper", lambda_parallel=1.0, lambda_finish=1.0)
     # two useful runs save 3 of 1 + 12 = 13 (four would save 9); two of four finished usefully
     assert (terms.r_parallel, terms.r_finish) == pytest.approx((3 / 13, 2 / 4))
     # a retry of a prompt whose first run failed is not a repeat, nor is the same prompt in another episode
@@ -157,7 +159,7 @@ def test_an_episode_without_an_answer_earns_no_credit_when_guarded() -> None:
     unknown, _ = credit_episode(stats, runs, WIDE, guarded=True, min_overlap=0.5)
     paper, _ = credit_episode(stats, runs, WIDE, guarded=False, min_overlap=0.5, answered=False)
     assert fraction == cut_fraction == 0.0  # both assignments were useful: the answer is what is missing
-    a, c = (parl_terms(s, 0.0, form="paper", lambda1=1.0, lambda2=1.0) for s in (answered, cut))
+    a, c = (parl_terms(s, 0.0, form="paper", lambda_parallel=1.0, lambda_finish=1.0) for s in (answered, cut))
     assert (a.r_parallel, a.r_finish) == pytest.approx((4 / 10, 1.0))  # saved 4 of (1 + 8) + 1
     assert (c.r_parallel, c.r_finish) == (0.0, 0.0) and c.reward == 0.0
     assert unknown == answered  # a loop that does not report answers keeps the credit

@@ -48,7 +48,7 @@ def test_a_context_built_for_another_batch_is_an_error_naming_the_sizes() -> Non
 
 def test_reward_metrics_average_the_parl_terms() -> None:
     infos = [{"parl_r_perf": 1.0, "parl_lambda_parallel": 0.1}, {"parl_r_perf": 0.0, "parl_lambda_parallel": 0.1}, None]
-    assert reward_metrics(infos) == {"parl/reward/r_perf": 0.5, "parl/lambda/parallel": 0.1}
+    assert reward_metrics(infos) == {"parl/reward/r_perf": 0.5, "parl/lambda_parallel": 0.1}
     spurious = [{"parl_spurious_fraction": 0.0}, {"parl_spurious_fraction": 0.5}, {"parl_spurious_fraction": 1.0}]
     assert reward_metrics(spurious) == {"parl/spurious_fraction/mean": 0.5}
 
@@ -277,7 +277,7 @@ def test_advantage_hooks_log_terms_and_feed_the_estimator(monkeypatch: pytest.Mo
     assert core_algos.get_adv_estimator_fn("reinforce_nsc") is verl_estimator.compute_reinforce_nsc_advantage
     assert metrics == {
         "parl/reward/r_perf": 1.0,  # the infra-failed sample's 0 is not the policy's: only counted as failed
-        "parl/lambda/parallel": 0.03,
+        "parl/lambda_parallel": 0.03,
         "parl/reward/infra_failed": 0.5,
         "parl/nsc/dropped_fraction": 0.25,
     }

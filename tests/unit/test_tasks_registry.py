@@ -79,7 +79,7 @@ def spelling_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 def test_built_in_tasks_are_registered_through_the_hook() -> None:
     tasks = plugins.get_registries().tasks
     assert {"arithmetic", "research", "spelling"} <= set(tasks.names())
-    assert tasks["arithmetic"].plugin == "verl_parl.tasks.arithmetic"
+    assert tasks["arithmetic"].plugin == "verl_parl.tasks.plugin"
     assert tasks["research"].plugin == "verl_parl.tasks.research.plugin"
     assert tasks["research"].scorer == "research" and tasks["research"].tools == ("search",)
     assert tasks["spelling"].plugin == "spelling"

@@ -24,7 +24,7 @@ def test_token_f1_by_hand() -> None:
 def test_builtin_scorers_are_registered_and_score() -> None:
     scorers = collect_registries(create_plugin_manager(load_entry_points=False)).scorers
     assert {"exact_match", "token_f1", "table"} <= set(scorers.names())
-    assert scorers.get("exact_match").plugin == "verl_parl.rewards.scorers"
+    assert scorers.get("exact_match").plugin == "verl_parl.rewards.plugin"
     em = scorers.get("exact_match").factory()
     assert em(solution_str="<answer>the Paris.</answer>", ground_truth=["Lyon", "paris"], extra_info={})["score"] == 1.0
     f1 = scorers.get("token_f1").factory()

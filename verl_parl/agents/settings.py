@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.settings.handoff import NOT_HANDED, handed
 
@@ -14,11 +15,12 @@ __all__ = ["ResearcherSettings", "parse_researcher", "researcher_settings"]
 
 
 @dataclass(frozen=True)
+@yaml_defaults("researcher")
 class ResearcherSettings:
     """``parl.researcher``: the agent's tools (registered names) and its turn limit."""
 
-    tools: tuple[str, ...] = ()
-    max_turns: int = 8
+    tools: tuple[str, ...] = IN_YAML
+    max_turns: int = IN_YAML
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -33,7 +35,8 @@ def parse_researcher(raw: dict[str, Any]) -> ResearcherSettings:
     if errors:
         raise ConfigError(errors)
     try:
-        return ResearcherSettings(tools=tuple(raw.get("tools") or ()), max_turns=int(raw.get("max_turns", 8)))
+        given = {**raw, **({"tools": tuple(raw["tools"] or ())} if "tools" in raw else {})}
+        return ResearcherSettings(**given)
     except (TypeError, ValueError) as exc:
         raise ConfigError([str(exc)]) from None
 

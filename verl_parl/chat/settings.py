@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import type_errors
@@ -18,14 +19,15 @@ ENDS = ("episode", "turn")
 
 
 @dataclass(frozen=True)
+@yaml_defaults("loop_stop")
 class LoopStop:
     """See ``configs/parl_trainer.yaml`` (``parl.loop_stop``) for each field."""
 
-    enable: bool = True
-    ends: str = "episode"
-    repeats: int = 8
-    min_tokens: int = 16
-    max_period: int = 32
+    enable: bool = IN_YAML
+    ends: str = IN_YAML
+    repeats: int = IN_YAML
+    min_tokens: int = IN_YAML
+    max_period: int = IN_YAML
 
     def __post_init__(self) -> None:
         errors = [

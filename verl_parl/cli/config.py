@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, did_you_mean
 from verl_parl.settings.sections import SECTIONS, shape_errors
 from verl_parl.settings.typecheck import type_errors
@@ -41,15 +42,16 @@ def _check(errors: list[str], ok: bool, message: str) -> None:
 
 
 @dataclass(frozen=True)
+@yaml_defaults("embedded")
 class EmbeddedTaskConfig:
     """``parl.embedded``: the registered task (``verl_parl_register_tasks``) the default run trains on."""
 
-    task: str = "arithmetic"
-    agent_loop: str = "parl_swarm"
-    n_train: int = 64
-    n_val: int = 16
-    seed: int = 0
-    options: dict[str, Any] = field(default_factory=dict)  # the task's own settings (TaskSpec.check_options)
+    task: str = IN_YAML
+    agent_loop: str = IN_YAML
+    n_train: int = IN_YAML
+    n_val: int = IN_YAML
+    seed: int = IN_YAML
+    options: dict[str, Any] = IN_YAML  # the task's own settings (TaskSpec.check_options)
 
     def __post_init__(self) -> None:
         errors: list[str] = []
@@ -87,13 +89,14 @@ class EmbeddedTaskConfig:
 
 
 @dataclass(frozen=True)
+@yaml_defaults("")
 class ParlConfig:
     """``parl``: verl-parl's own settings."""
 
     output_dir: str
-    cache_dir: str | None = None
-    profile: str = "gpu"
-    shutdown_timeout_s: float = 30.0
+    cache_dir: str | None = IN_YAML
+    profile: str = IN_YAML
+    shutdown_timeout_s: float = IN_YAML
     embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
     # each component's own settings (its ``settings.py``), parsed by build_settings and handed to the workers

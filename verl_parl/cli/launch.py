@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.cli import console, failures
 from verl_parl.cli.config import ConfigError, ParlConfig, build_settings, check_override_types, parse_parl, validate
+from verl_parl.settings.handoff import without_handover
 from verl_parl.trainer import resume
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
@@ -201,7 +202,7 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
     Meanwhile the console shows one line per step (:mod:`verl_parl.cli.console`); everything Ray, verl and
     the workers print goes to ``<run_dir>/console.log``."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, run_dir / "resolved_config.yaml")
+    OmegaConf.save(without_handover(cfg), run_dir / "resolved_config.yaml")
     total = OmegaConf.select(cfg, "trainer.total_training_steps")
     with console.captured(run_dir / console.CONSOLE_LOG) as out:
         mirror = MetricsMirror(run_dir, out)
@@ -309,7 +310,7 @@ def start_end(records: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
 
 
 def config_digest(cfg: DictConfig) -> str:
-    text = OmegaConf.to_yaml(cfg, resolve=False, sort_keys=True)
+    text = OmegaConf.to_yaml(without_handover(cfg), resolve=False, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

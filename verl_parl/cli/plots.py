@@ -73,7 +73,7 @@ PANELS = (
         keys=("parl/spurious_fraction/mean", "val-parl/spurious_fraction/mean"),
     ),
     Panel("reward", "Reward terms", prefixes=("parl/reward/",), exclude=("parl/reward/step",)),  # step: x axis
-    Panel("lambda", "λ schedules", prefixes=("parl/lambda/",)),
+    Panel("lambda", "λ schedules", prefixes=("parl/lambda_",)),
     Panel(
         "context",
         "Context management",

@@ -16,12 +16,13 @@ trained agent's window is ``data.max_prompt_length + data.max_response_length`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.context.policies import ContextPolicy
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import mapping_errors, type_errors
@@ -31,6 +32,7 @@ SUMMARIZERS = ("frozen", "policy")
 
 
 @dataclass(frozen=True)
+@yaml_defaults("context.agent")
 class ContextSettings:
     """One role's context management; see the module docstring.
 
@@ -45,13 +47,13 @@ class ContextSettings:
         summary_max_tokens: longest summary.
     """
 
-    policy: str = "none"
-    options: dict[str, Any] = field(default_factory=dict)
-    trigger_tokens: int | None = None
-    trigger_fraction: float = 0.8
-    context_length: int | None = None
-    summarizer: str = "frozen"
-    summary_max_tokens: int = 256
+    policy: str = IN_YAML
+    options: dict[str, Any] = IN_YAML
+    trigger_tokens: int | None = IN_YAML
+    trigger_fraction: float = IN_YAML
+    context_length: int | None = IN_YAML
+    summarizer: str = IN_YAML
+    summary_max_tokens: int = IN_YAML
 
     def __post_init__(self) -> None:
         if self.trigger_tokens is not None and self.trigger_tokens < 1:

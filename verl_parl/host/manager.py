@@ -57,20 +57,18 @@ __all__ = [
 ]
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
-    "verl_parl.tasks.arithmetic",
-    "verl_parl.tasks.longtail",
-    "verl_parl.rewards.scorers",
-    "verl_parl.rewards.forms",
-    "verl_parl.rewards.checks",
-    "verl_parl.context",
+    "verl_parl.tasks.plugin",
+    "verl_parl.rewards.plugin",
+    "verl_parl.context.plugin",
     "verl_parl.swarm.plugin",
-    "verl_parl.agents",
+    "verl_parl.agents.plugin",
     "verl_parl.tools.plugin",
     "verl_parl.traces.plugin",
     "verl_parl.partial_rollout.plugin",
     "verl_parl.tasks.research.plugin",
 )
-"""Modules of our own components, registered (under their module name) before any entry point."""
+"""Our own components' plugins (each a ``plugin.py`` holding only hook implementations), registered under their
+module name before any entry point."""
 
 BLOCK_PLUGINS_ENV = "VERL_PARL_BLOCK_PLUGINS"
 TRACE_HOOKS_ENV = "VERL_PARL_TRACE_HOOKS"

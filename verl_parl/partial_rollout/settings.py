@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import type_errors
@@ -28,15 +29,16 @@ IS_LEVELS = ("token", "sequence")
 
 
 @dataclass(frozen=True)
+@yaml_defaults("partial_rollout")
 class PartialRolloutSettings:
     """See ``configs/parl_trainer.yaml`` (``parl.partial_rollout``) for each field."""
 
-    enable: bool = False
-    max_turns_per_step: int | None = None
-    max_seconds_per_step: float | None = None
-    stale_turns: str = "importance"
-    max_staleness: int | None = 2
-    poll_interval_s: float = 0.2
+    enable: bool = IN_YAML
+    max_turns_per_step: int | None = IN_YAML
+    max_seconds_per_step: float | None = IN_YAML
+    stale_turns: str = IN_YAML
+    max_staleness: int | None = IN_YAML
+    poll_interval_s: float = IN_YAML
 
     def __post_init__(self) -> None:
         errors: list[str] = []

@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from verl_parl.plugin import hookimpl
-from verl_parl.registry import Register, RewardSpec
 from verl_parl.rewards.parl_reward import EpisodeStats, RewardTerms, parl_terms
 
 if TYPE_CHECKING:
@@ -54,8 +52,8 @@ def staged_terms(cfg: ParlRewardConfig, stats: EpisodeStats, r_perf: float, step
         stats,
         r_perf,
         form=cfg.form,
-        lambda1=cfg.lambda_parallel(step),
-        lambda2=cfg.lambda_finish(step) if cfg.form == "paper" else 0.0,
+        lambda_parallel=cfg.lambda_parallel(step),
+        lambda_finish=cfg.lambda_finish(step) if cfg.form == "paper" else 0.0,
         parallel_kind=cfg.parallel_kind,
         cap=cfg.parallel_cap,
         success=success,
@@ -103,28 +101,3 @@ def researcher_info(cfg: ParlRewardConfig, extra: Mapping[str, Any], r_perf: flo
 def researcher_form(episode: EpisodeReward) -> dict[str, float]:
     """``researcher``: see :func:`researcher_info`."""
     return researcher_info(episode.config, episode.extra, episode.r_perf, episode.step)
-
-
-@hookimpl
-def verl_parl_register_rewards(register: Register[RewardSpec]) -> None:
-    register(
-        RewardSpec(
-            name="paper",
-            factory=lambda: staged_form,
-            description="PARL: λ1·r_parallel + λ2·r_finish + r_perf (λs annealed by step)",
-        )
-    )
-    register(
-        RewardSpec(
-            name="blog",
-            factory=lambda: staged_form,
-            description="K2.5 blog: λ_aux·r_parallel + (1−λ_aux)·I[success]·r_perf",
-        )
-    )
-    register(
-        RewardSpec(
-            name="researcher",
-            factory=lambda: researcher_form,
-            description="Kimi-Researcher: correctness for format-clean trajectories, else -format_penalty",
-        )
-    )

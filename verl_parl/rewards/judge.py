@@ -34,24 +34,26 @@ from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.settings import TEMPLATES, JudgeSettings
 from verl_parl.rewards.table import CellJudge
 from verl_parl.rewards.text_match import extract_answer
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 
 _VERDICT = re.compile(r"VERDICT:\s*(CORRECT|INCORRECT)\b", re.IGNORECASE)
 _SCORE = re.compile(r"SCORE:\s*([01](?:\.\d+)?)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
+@yaml_defaults("reward.judge")
 class JudgeConfig:
     """Where and how to judge. ``base_url`` is e.g. ``http://127.0.0.1:8000/v1``; None when the judge
     is given its own transport (``LLMJudge(config, ask=...)``, e.g. the frozen group)."""
 
     base_url: str | None
     model: str
-    template: str = "correctness"
-    timeout_s: float = 60.0
-    max_concurrency: int = 8
-    cache_size: int = 4096
-    api_key_env: str = "OPENAI_API_KEY"
-    max_tokens: int = 64
+    template: str = IN_YAML
+    timeout_s: float = IN_YAML
+    concurrency: int = IN_YAML
+    cache: int = IN_YAML
+    api_key_env: str = IN_YAML
+    max_tokens: int = IN_YAML
 
     def __post_init__(self) -> None:
         errors = []
@@ -59,8 +61,8 @@ class JudgeConfig:
             errors.append(f"judge.base_url: must be an http(s) URL, got {self.base_url!r}")
         if self.template not in TEMPLATES:
             errors.append(f"judge.template: {self.template!r} is not one of {sorted(TEMPLATES)}")
-        if self.max_concurrency < 1:
-            errors.append(f"judge.max_concurrency: must be >= 1, got {self.max_concurrency}")
+        if self.concurrency < 1:
+            errors.append(f"judge.concurrency: must be >= 1, got {self.concurrency}")
         if self.timeout_s <= 0:
             errors.append(f"judge.timeout_s: must be positive, got {self.timeout_s}")
         if errors:
@@ -92,7 +94,7 @@ Ask = Callable[[str], str]
 
 
 class LLMJudge:
-    """Asks at most ``max_concurrency`` at a time; caches verdicts by prompt (LRU).
+    """Asks at most ``concurrency`` at a time; caches verdicts by prompt (LRU).
 
     ``ask`` sends a prompt (default: POST to ``config.base_url``'s ``/chat/completions``)."""
 
@@ -101,7 +103,7 @@ class LLMJudge:
             raise ValueError("judge.base_url: required for an OpenAI-compatible judge")
         self.config = config
         self._ask = ask or self._post
-        self._slots = threading.BoundedSemaphore(config.max_concurrency)
+        self._slots = threading.BoundedSemaphore(config.concurrency)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, float] = OrderedDict()
         self.requests_sent = 0
@@ -118,7 +120,7 @@ class LLMJudge:
     def _store(self, key: str, value: float) -> None:
         with self._lock:
             self._cache[key] = value
-            while len(self._cache) > self.config.cache_size:
+            while len(self._cache) > self.config.cache:
                 self._cache.popitem(last=False)
 
     def _post(self, prompt: str) -> str:
@@ -258,8 +260,8 @@ def build_judge(settings: JudgeSettings, trainer_config: Any = None) -> LLMJudge
     common: dict[str, Any] = {
         "template": settings.template,
         "timeout_s": settings.timeout_s,
-        "max_concurrency": settings.concurrency,
-        "cache_size": settings.cache,
+        "concurrency": settings.concurrency,
+        "cache": settings.cache,
         "api_key_env": settings.api_key_env,
         "max_tokens": settings.max_tokens,
     }

@@ -136,9 +136,9 @@ def r_parallel(stats: EpisodeStats, kind: str, cap: int) -> float:
     raise ValueError(f"unknown r_parallel kind {kind!r}; known: {PARALLEL_KINDS}")
 
 
-def paper_reward(r_perf: float, r_par: float, r_fin: float, lambda1: float, lambda2: float) -> float:
+def paper_reward(r_perf: float, r_par: float, r_fin: float, lambda_parallel: float, lambda_finish: float) -> float:
     """``λ1·r_parallel + λ2·r_finish + r_perf`` [paper, §3]."""
-    return lambda1 * r_par + lambda2 * r_fin + r_perf
+    return lambda_parallel * r_par + lambda_finish * r_fin + r_perf
 
 
 def blog_reward(success: bool, quality: float, r_par: float, lambda_aux: float) -> float:
@@ -151,21 +151,21 @@ def parl_terms(
     r_perf: float,
     *,
     form: str,
-    lambda1: float,
-    lambda2: float,
+    lambda_parallel: float,
+    lambda_finish: float,
     parallel_kind: str = "critical_path",
     cap: int = 10,
     success: bool | None = None,
 ) -> RewardTerms:
     """All terms of one episode. In the blog form ``Q = r_perf`` and ``success`` defaults to ``r_perf > 0``;
-    ``lambda1`` is λ_aux and ``lambda2`` is unused (reported as 0)."""
+    ``lambda_parallel`` is λ_aux and ``lambda_finish`` is unused (reported as 0)."""
     r_par = r_parallel(stats, parallel_kind, cap)
     finished = stats.num_finished if stats.credited_finished is None else stats.credited_finished
     r_fin = r_finish(finished, stats.num_assigned)
     if form == "paper":
-        total = paper_reward(r_perf, r_par, r_fin, lambda1, lambda2)
-        return RewardTerms(total, r_perf, r_par, r_fin, lambda1, lambda2)
+        total = paper_reward(r_perf, r_par, r_fin, lambda_parallel, lambda_finish)
+        return RewardTerms(total, r_perf, r_par, r_fin, lambda_parallel, lambda_finish)
     if form == "blog":
         ok = r_perf > 0 if success is None else success
-        return RewardTerms(blog_reward(ok, r_perf, r_par, lambda1), r_perf, r_par, r_fin, lambda1, 0.0)
+        return RewardTerms(blog_reward(ok, r_perf, r_par, lambda_parallel), r_perf, r_par, r_fin, lambda_parallel, 0.0)
     raise ValueError(f"unknown PARL reward form {form!r}; known: {FORMS}")

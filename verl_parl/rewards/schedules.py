@@ -11,7 +11,9 @@ annealed from 0.1 to 0.0. Our default is a linear anneal 0.1 → 0 (see ``docs/r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 
 SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
 
@@ -60,17 +62,18 @@ def piecewise(step: int, boundaries: tuple[int, ...], values: tuple[float, ...])
 
 
 @dataclass(frozen=True)
+@yaml_defaults("reward.lambda_parallel")
 class ScheduleConfig:
     """One coefficient's schedule (``parl.reward.lambda_*``)."""
 
-    kind: str = "linear"
-    start: float = 0.1
-    end: float = 0.0
-    start_step: int = 0
-    num_steps: int = 100
-    rate: float = 0.9
-    boundaries: tuple[int, ...] = ()
-    values: tuple[float, ...] = field(default_factory=tuple)
+    kind: str = IN_YAML
+    start: float = IN_YAML
+    end: float = IN_YAML
+    start_step: int = IN_YAML
+    num_steps: int = IN_YAML
+    rate: float = IN_YAML
+    boundaries: tuple[int, ...] = IN_YAML
+    values: tuple[float, ...] = IN_YAML
     key: str = "parl.reward.schedule"
 
     def __post_init__(self) -> None:

@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from verl_parl.plugin import hookimpl
-from verl_parl.registry import Register, ScorerSpec
 from verl_parl.rewards.table import (
     Table,
     TableError,
@@ -35,7 +33,7 @@ from verl_parl.rewards.table import (
     score_table_answer,
     score_tables,
 )
-from verl_parl.rewards.text_match import exact_match_scorer, extract_answer, token_f1_scorer
+from verl_parl.rewards.text_match import extract_answer
 
 
 def gold_table(gold: Mapping[str, Any]) -> Table:
@@ -136,19 +134,3 @@ def table_scorer(
         "success": float(result.success),
         "reason": result.reason,
     }
-
-
-@hookimpl
-def verl_parl_register_scorers(register: Register[ScorerSpec]) -> None:
-    register(ScorerSpec(name="exact_match", factory=lambda: exact_match_scorer, description="normalised exact match"))
-    register(ScorerSpec(name="token_f1", factory=lambda: token_f1_scorer, description="token-level F1 of the answer"))
-    register(
-        ScorerSpec(name="table", factory=lambda: table_scorer, description="WideSearch-style table item-F1 / row-F1")
-    )
-    register(ScorerSpec(name="llm_judge", factory=_llm_judge, description="OpenAI-compatible LLM judge verdict"))
-
-
-def _llm_judge() -> Any:
-    from verl_parl.rewards.judge import llm_judge_scorer
-
-    return llm_judge_scorer

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 from verl_parl.advantages.nsc import BASELINES, STRATEGIES
 from verl_parl.rewards.parl_reward import PARALLEL_KINDS
 from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import mapping_errors, type_errors
 
@@ -25,14 +26,15 @@ class RewardConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+@yaml_defaults("reward.nsc")
 class NscConfig:
     """``parl.reward.nsc``: REINFORCE baseline and negative-sample control (see ``verl_parl.advantages.nsc``)."""
 
-    baseline: str = "group_mean"
-    strategy: str = "none"
-    fraction: float = 0.0
-    max_ratio: float = 1.0
-    seed: int = 0
+    baseline: str = IN_YAML
+    strategy: str = IN_YAML
+    fraction: float = IN_YAML
+    max_ratio: float = IN_YAML
+    seed: int = IN_YAML
 
     def __post_init__(self) -> None:
         k, errors = f"{PREFIX}.nsc", []
@@ -60,6 +62,7 @@ JUDGE_BACKENDS = ("none", "external", "frozen")
 
 
 @dataclass(frozen=True)
+@yaml_defaults("reward.judge")
 class JudgeSettings:
     """``parl.reward.judge``: the LLM judge of the ``llm_judge`` scorer and ``llm`` table columns.
 
@@ -69,15 +72,15 @@ class JudgeSettings:
     when both set, override the backend.
     """
 
-    backend: str = "none"
-    base_url: str | None = None
-    model: str | None = None
-    template: str = "correctness"
-    concurrency: int = 8
-    cache: int = 4096
-    timeout_s: float = 60.0
-    max_tokens: int = 64
-    api_key_env: str = "OPENAI_API_KEY"
+    backend: str = IN_YAML
+    base_url: str | None = IN_YAML
+    model: str | None = IN_YAML
+    template: str = IN_YAML
+    concurrency: int = IN_YAML
+    cache: int = IN_YAML
+    timeout_s: float = IN_YAML
+    max_tokens: int = IN_YAML
+    api_key_env: str = IN_YAML
 
     def __post_init__(self) -> None:
         k, errors = f"{PREFIX}.judge", []
@@ -107,6 +110,7 @@ LOOPED_MODES = ("pay", "zero")
 
 
 @dataclass(frozen=True)
+@yaml_defaults("reward.credit")
 class CreditConfig:
     """``parl.reward.credit``: which subagent assignments earn ``r_parallel`` and ``r_finish``.
 
@@ -118,9 +122,9 @@ class CreditConfig:
     ``zero`` gives it reward 0, every term (the table scorer forgives a row written again and again).
     """
 
-    mode: str = "guarded"
-    min_overlap: float = 0.5
-    looped: str = "pay"
+    mode: str = IN_YAML
+    min_overlap: float = IN_YAML
+    looped: str = IN_YAML
 
     def __post_init__(self) -> None:
         k, errors = f"{PREFIX}.credit", []
@@ -136,10 +140,11 @@ class CreditConfig:
 
 
 def _default_lambda() -> ScheduleConfig:
-    return ScheduleConfig(kind="linear", start=0.1, end=0.0, num_steps=100)
+    return ScheduleConfig()
 
 
 @dataclass(frozen=True)
+@yaml_defaults("reward.researcher")
 class ResearcherRewardConfig:
     """Kimi-Researcher's reward: ``form: researcher`` and the gamma decay of ``reinforce_nsc``.
 
@@ -149,8 +154,8 @@ class ResearcherRewardConfig:
     (unpublished value; null keeps one advantage per episode).
     """
 
-    format_penalty: float = 1.0
-    gamma: float | None = None
+    format_penalty: float = IN_YAML
+    gamma: float | None = IN_YAML
 
     def __post_init__(self) -> None:
         errors = []
@@ -163,18 +168,19 @@ class ResearcherRewardConfig:
 
 
 @dataclass(frozen=True)
+@yaml_defaults("reward")
 class ParlRewardConfig:
     """``parl.reward``: the PARL staged reward (``reward.reward_manager.name=parl``) and ``reinforce_nsc``."""
 
-    form: str = "paper"
-    parallel_kind: str = "critical_path"
-    parallel_cap: int = 10
-    lambda_parallel: ScheduleConfig = field(default_factory=_default_lambda)
-    lambda_finish: ScheduleConfig = field(default_factory=_default_lambda)
-    nsc: NscConfig = field(default_factory=NscConfig)
-    judge: JudgeSettings = field(default_factory=JudgeSettings)
-    researcher: ResearcherRewardConfig = field(default_factory=ResearcherRewardConfig)
-    credit: CreditConfig = field(default_factory=CreditConfig)
+    form: str = IN_YAML
+    parallel_kind: str = IN_YAML
+    parallel_cap: int = IN_YAML
+    lambda_parallel: ScheduleConfig = IN_YAML
+    lambda_finish: ScheduleConfig = IN_YAML
+    nsc: NscConfig = IN_YAML
+    judge: JudgeSettings = IN_YAML
+    researcher: ResearcherRewardConfig = IN_YAML
+    credit: CreditConfig = IN_YAML
 
     def __post_init__(self) -> None:
         errors = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-__all__ = ["KEY", "NOT_HANDED", "hand_over", "handed"]
+__all__ = ["KEY", "NOT_HANDED", "hand_over", "handed", "without_handover"]
 
 KEY = "verl_parl_settings"
 """The top-level config key holding the pickled settings (outside ``parl``: it is not a setting)."""
@@ -31,6 +31,12 @@ def hand_over(config: DictConfig, settings: Any) -> None:
     blob = base64.b64encode(pickle.dumps(settings)).decode("ascii")
     with open_dict(config):
         config[KEY] = blob
+
+
+def without_handover(config: DictConfig) -> DictConfig:
+    """``config`` without the handed-over settings: what a person reads (``resolved_config.yaml``) and what the
+    run's config digest is taken of (the settings are derived from the rest)."""
+    return OmegaConf.masked_copy(config, [key for key in config if key != KEY])
 
 
 def handed(config: Any, section: str) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import (
     ASSIGN_EACH,
@@ -42,14 +43,15 @@ _SCHEMAS = {schema["function"]["name"]: schema for schema in [*ORCHESTRATOR_TOOL
 
 
 @dataclass(frozen=True)
+@yaml_defaults("swarm")
 class SwarmLimits:
     """Episode limits (``parl.swarm`` config). ``critical_steps_budget`` None means unlimited."""
 
-    max_subagents_per_turn: int = 8
-    max_subagents_per_episode: int = 32
-    max_orchestrator_steps: int = 8
-    critical_steps_budget: int | None = None
-    assign_each: bool = False  # also offer our assign_each besides the paper's create_subagent and assign_task
+    max_subagents_per_turn: int = IN_YAML
+    max_subagents_per_episode: int = IN_YAML
+    max_orchestrator_steps: int = IN_YAML
+    critical_steps_budget: int | None = IN_YAML
+    assign_each: bool = IN_YAML  # also offer our assign_each besides the paper's create_subagent and assign_task
     subagent: SubagentLimits = field(default_factory=SubagentLimits)
 
     def __post_init__(self) -> None:

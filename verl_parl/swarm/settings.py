@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import mapping_errors, name_list_errors, type_errors
@@ -19,6 +20,7 @@ SUBAGENT_ENGINES = ("hf", "vllm", "sglang")  # hf: our CPU server; vllm/sglang: 
 
 
 @dataclass(frozen=True)
+@yaml_defaults("subagent")
 class SubagentServing:
     """Where frozen subagents generate.
 
@@ -31,16 +33,16 @@ class SubagentServing:
     samples them as the policy is sampled (verl's rollout settings in training, ``val_kwargs`` in validation).
     """
 
-    mode: str = "dedicated"
-    model_path: str | None = None
-    engine: str | None = None
-    instances: int = 1
-    max_model_len: int = 2048
-    max_restarts: int = 3
-    num_threads: int = 1
-    base_url: str | None = None
-    model: str | None = None
-    temperature: float | None = None
+    mode: str = IN_YAML
+    model_path: str | None = IN_YAML
+    engine: str | None = IN_YAML
+    instances: int = IN_YAML
+    max_model_len: int = IN_YAML
+    max_restarts: int = IN_YAML
+    num_threads: int = IN_YAML
+    base_url: str | None = IN_YAML
+    model: str | None = IN_YAML
+    temperature: float | None = IN_YAML
 
     def __post_init__(self) -> None:
         if self.temperature is not None and self.temperature < 0:
@@ -68,11 +70,12 @@ class SubagentServing:
 
 
 @dataclass(frozen=True)
+@yaml_defaults("swarm")
 class SwarmSettings:
     limits: SwarmLimits = field(default_factory=SwarmLimits)
     subagent: SubagentServing = field(default_factory=SubagentServing)
-    subagent_tools: tuple[str, ...] = ()
-    direct_tools: tuple[str, ...] = ()
+    subagent_tools: tuple[str, ...] = IN_YAML
+    direct_tools: tuple[str, ...] = IN_YAML
 
 
 def parse_swarm(

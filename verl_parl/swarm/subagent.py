@@ -19,19 +19,21 @@ from verl_parl.chat.prompts import PromptBuilder, decode, encode
 from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.context.summarizer import make_summarizer
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.tools.base import Tool
 from verl_parl.tools.deadline import DeadlineGroup, within
 from verl_parl.tools.runtime import ToolBox
 
 
 @dataclass(frozen=True)
+@yaml_defaults("swarm.subagent_limits")
 class SubagentLimits:
-    """Per-subagent limits (``parl.swarm`` config)."""
+    """Per-subagent limits (``parl.swarm.subagent_limits`` config)."""
 
-    max_steps: int = 6
-    max_result_tokens: int = 128
-    max_new_tokens: int = 128
-    timeout_s: float = 120.0
+    max_steps: int = IN_YAML
+    max_result_tokens: int = IN_YAML
+    max_new_tokens: int = IN_YAML
+    timeout_s: float = IN_YAML
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "max_result_tokens", "max_new_tokens", "timeout_s"):

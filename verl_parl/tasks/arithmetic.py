@@ -18,8 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verl_parl.plugin import hookimpl
-from verl_parl.registry import Register, ScorerSpec, TaskSpec, ToolSpec
 from verl_parl.tools.base import ToolError
 
 DATA_SOURCE = "verl_parl/arithmetic"
@@ -182,22 +180,6 @@ class Calculator:
             raise ToolError(str(exc)) from exc
 
 
-@hookimpl
-def verl_parl_register_tools(register: Register[ToolSpec]) -> None:
-    register(ToolSpec(name="calculator", factory=Calculator, description="arithmetic with + - * / and parentheses"))
-
-
-@hookimpl
-def verl_parl_register_scorers(register: Register[ScorerSpec]) -> None:
-    register(
-        ScorerSpec(
-            name="number_match",
-            factory=lambda: number_match,
-            description="last number of the answer equals the gold number (with shaping credit)",
-        )
-    )
-
-
 def write_data(directory: Path, settings: dict[str, Any]) -> dict[str, Path]:
     """The task's dataset writer (``TaskSpec.factory``): ``train``/``val`` parquet and the calculator's
     ``tools`` config in ``directory``, written once and then reused."""
@@ -213,26 +195,3 @@ def write_data(directory: Path, settings: dict[str, Any]) -> dict[str, Path]:
         )
     tools = directory / "tools.yaml"
     return {**paths, "tools": tools if tools.exists() else write_tool_config(tools)}
-
-
-DEMOS = "verl_parl.tasks.demos"
-
-
-@hookimpl
-def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
-    register(
-        TaskSpec(
-            name="arithmetic",
-            factory=write_data,
-            description="arithmetic questions answered with the calculator tool (fast; what the tests use)",
-            scorer="number_match",
-            tools=("calculator",),
-            agent_loops=tuple(SYSTEM_PROMPTS),
-            demos={role: f"{DEMOS}:arithmetic_{role}" for role in ("agent", "subagent", "orchestrator")},
-            defaults={
-                "reward.custom_reward_function.reward_kwargs.scorer": "number_match",
-                "parl.researcher.tools": ["calculator"],
-                "parl.swarm.subagent_tools": ["calculator"],
-            },
-        )
-    )

@@ -24,8 +24,6 @@ from typing import Any
 from verl_parl.agents.base import Episode, SegmentedAgentLoop
 from verl_parl.chat.messages import assistant_message
 from verl_parl.context.settings import context_settings
-from verl_parl.plugin import hookimpl
-from verl_parl.registry import Register, TaskSpec
 from verl_parl.tasks.arithmetic import DATA_SOURCE, make_question, write_tool_config
 
 AGENT_NAME = "longtail"
@@ -117,18 +115,3 @@ class LongTailAgentLoop(SegmentedAgentLoop):
         finally:
             await self._close_gate(state)
         return self._outputs(state, {"parl_turns": float(state.turns), "parl_longtail_turns": float(turns)})
-
-
-@hookimpl
-def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
-    register(
-        TaskSpec(
-            name="longtail",
-            factory=write_data,
-            description="latency-injected long-tail workload: a few episodes 10x longer (benchmarks, partial rollout)",
-            scorer="number_match",
-            agent_loops=(AGENT_NAME,),
-            defaults={"reward.custom_reward_function.reward_kwargs.scorer": "number_match"},
-            check_options=option_errors,
-        )
-    )

@@ -7,20 +7,22 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import type_errors
 
 
 @dataclass(frozen=True)
+@yaml_defaults("traces")
 class TraceSettings:
     """See ``configs/parl_trainer.yaml`` (``parl.traces``) for each field."""
 
-    train_fraction: float = 0.1
-    val_fraction: float = 0.0
-    val_min: int = 4
-    max_mb: float = 64.0
-    html: bool = True
+    train_fraction: float = IN_YAML
+    val_fraction: float = IN_YAML
+    val_min: int = IN_YAML
+    max_mb: float = IN_YAML
+    html: bool = IN_YAML
 
     def __post_init__(self) -> None:
         errors = [

@@ -9,7 +9,7 @@ heavy: each registration runs when verl itself imports the module concerned.
 * verl-parl's trainer hooks (:mod:`verl_parl.trainer.hooks`, every trainer mode) call :func:`before_advantage` and
   :func:`after_advantage` around verl's advantage computation (verl has no metrics hook for reward
   managers or estimators): the episodes' ``reward_extra_info`` is read back from TransferQueue and
-  logged as ``parl/reward/*``, ``parl/lambda/*`` and ``parl/spurious_fraction/mean``, the estimator
+  logged as ``parl/reward/*``, ``parl/lambda_*`` and ``parl/spurious_fraction/mean``, the estimator
   is bound to this batch's context (its settings, the step, and per sample the infra-failed flag,
   episode and turns; :mod:`verl_parl.trainer.advantage_estimator`), and afterwards the estimator's
   ``parl/nsc/*`` metrics join the step's.
@@ -36,8 +36,8 @@ REWARD_METRICS = {
     "parl/reward/r_perf": "parl_r_perf",
     "parl/reward/r_parallel": "parl_r_parallel",
     "parl/reward/r_finish": "parl_r_finish",
-    "parl/lambda/parallel": "parl_lambda_parallel",
-    "parl/lambda/finish": "parl_lambda_finish",
+    "parl/lambda_parallel": "parl_lambda_parallel",
+    "parl/lambda_finish": "parl_lambda_finish",
     "parl/reward/step": "parl_step",
     "parl/reward/infra_failed": "parl_infra_failed",
     "parl/reward/format_ok": "parl_format_ok",

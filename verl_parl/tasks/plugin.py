@@ -1,0 +1,61 @@
+"""Built-in plugin of the tasks: the ``arithmetic`` task with its calculator tool and ``number_match`` scorer,
+and the ``longtail`` workload. (The research suite has its own: :mod:`verl_parl.tasks.research.plugin`.)"""
+
+from __future__ import annotations
+
+from verl_parl.plugin import hookimpl
+from verl_parl.registry import Register, ScorerSpec, TaskSpec, ToolSpec
+from verl_parl.tasks import arithmetic, longtail
+
+DEMOS = "verl_parl.tasks.demos"
+
+
+@hookimpl
+def verl_parl_register_tools(register: Register[ToolSpec]) -> None:
+    register(
+        ToolSpec(
+            name="calculator", factory=arithmetic.Calculator, description="arithmetic with + - * / and parentheses"
+        )
+    )
+
+
+@hookimpl
+def verl_parl_register_scorers(register: Register[ScorerSpec]) -> None:
+    register(
+        ScorerSpec(
+            name="number_match",
+            factory=lambda: arithmetic.number_match,
+            description="last number of the answer equals the gold number (with shaping credit)",
+        )
+    )
+
+
+@hookimpl
+def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
+    register(
+        TaskSpec(
+            name="arithmetic",
+            factory=arithmetic.write_data,
+            description="arithmetic questions answered with the calculator tool (fast; what the tests use)",
+            scorer="number_match",
+            tools=("calculator",),
+            agent_loops=tuple(arithmetic.SYSTEM_PROMPTS),
+            demos={role: f"{DEMOS}:arithmetic_{role}" for role in ("agent", "subagent", "orchestrator")},
+            defaults={
+                "reward.custom_reward_function.reward_kwargs.scorer": "number_match",
+                "parl.researcher.tools": ["calculator"],
+                "parl.swarm.subagent_tools": ["calculator"],
+            },
+        )
+    )
+    register(
+        TaskSpec(
+            name="longtail",
+            factory=longtail.write_data,
+            description="latency-injected long-tail workload: a few episodes 10x longer (benchmarks, partial rollout)",
+            scorer="number_match",
+            agent_loops=(longtail.AGENT_NAME,),
+            defaults={"reward.custom_reward_function.reward_kwargs.scorer": "number_match"},
+            check_options=longtail.option_errors,
+        )
+    )
