@@ -43,7 +43,7 @@ def test_parl_swarm_under_colocate_async(async_run: MainRun) -> None:
         assert "training/off_policy/trajectory_staleness/mean" in record  # verl's, from our loop's versions
         assert record["training/off_policy/trajectory_spans/min"] >= 1
         assert record["parl/critical_steps/mean"] >= 1  # our per-step episode metrics
-        assert "parl/reward/r_perf" in record and "parl/lambda/parallel" in record  # reward -> advantage hooks
+        assert "parl/reward/r_perf" in record and "parl/lambda_parallel" in record  # reward -> advantage hooks
         assert 0.0 <= record["parl/off_policy/fresh_fraction"] <= 1.0
     fresh = [r for r in train if r["parl/off_policy/fresh_fraction"] > 0]
     assert fresh, "no step trained on trajectories of the current policy"

@@ -16,7 +16,7 @@ from main_runs import MainRun, assert_trained, read_metrics
 
 pytestmark = pytest.mark.e2e
 
-PER_STEP = ("parl/lambda/parallel", "parl/lambda/finish", "parl/frozen/checkpoint_index", "training/global_step")
+PER_STEP = ("parl/lambda_parallel", "parl/lambda_finish", "parl/frozen/checkpoint_index", "training/global_step")
 
 
 def prompts(dump: Path, step: int) -> list[str]:
@@ -50,6 +50,6 @@ def test_two_steps_kill_resume_two_steps_equals_four_straight(
     for want, have in zip(expected, got, strict=True):
         assert {k: want[k] for k in PER_STEP} == {k: have[k] for k in PER_STEP}
     assert [r["parl/frozen/checkpoint_index"] for r in got] == [0, 0, 1, 1]
-    assert len({r["parl/lambda/parallel"] for r in got}) == 4
+    assert len({r["parl/lambda_parallel"] for r in got}) == 4
     for step in (1, 2, 3, 4):  # the data position: each step trained on the straight run's prompts
         assert prompts(resumed / "dump", step) == prompts(straight / "dump", step)

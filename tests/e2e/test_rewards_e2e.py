@@ -37,8 +37,8 @@ def test_parl_reward_and_reinforce_nsc_train_four_steps(parl_reward_run: MainRun
         ):
             assert math.isfinite(record[key]), key
         assert record["parl/reward/step"] == step
-        assert record["parl/lambda/parallel"] == pytest.approx(lambda_parallel(step))
-        assert record["parl/lambda/finish"] == pytest.approx(lambda_finish(step))
+        assert record["parl/lambda_parallel"] == pytest.approx(lambda_parallel(step))
+        assert record["parl/lambda_finish"] == pytest.approx(lambda_finish(step))
         # paper form, one λ per step: the mean reward is linear in the mean terms
         expected = (
             record["parl/reward/r_perf"]
