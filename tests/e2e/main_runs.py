@@ -40,6 +40,7 @@ class MainRun:
     result: subprocess.CompletedProcess[str]
     left: tuple[str, ...] = ()
     notes: dict[str, Any] = field(default_factory=dict)
+    logs: Path | None = None  # its logs and ``as_left/`` (``path``, unless it resumed another run's folder)
 
     @property
     def run_dir(self) -> Path:
@@ -49,7 +50,7 @@ class MainRun:
     def as_left(self) -> Path:
         """A copy of the run folder's reports (metrics, summary) as this run left them: a run that resumes
         in the same folder rewrites them."""
-        return self.path / "as_left"
+        return (self.logs or self.path) / "as_left"
 
     @property
     def last_line(self) -> str:

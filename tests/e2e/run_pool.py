@@ -83,10 +83,16 @@ class Launch:
         self.fired = spec.trigger is None
         self.fired_at: float | None = None
         self.error: BaseException | None = None
+        # its logs and reports: a run that resumes another's folder keeps its own beside that run's
+        self.logs = path if spec.resumes is None else path / name
         command = list(spec.command) or main_command(self.run_dir, *spec.overrides)
         env = child_environ({**spec.env, "OMP_NUM_THREADS": "1"})  # two runs' trainers share the 2 cores
-        path.mkdir(parents=True, exist_ok=True)
-        with open(path / "stdout.log", "wb") as out, open(path / "stderr.log", "wb") as err, sigint_at_default():
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with (
+            open(self.logs / "stdout.log", "wb") as out,
+            open(self.logs / "stderr.log", "wb") as err,
+            sigint_at_default(),
+        ):
             self.proc = subprocess.Popen(command, env=env, stdout=out, stderr=err, start_new_session=True)
         self.started = time.monotonic()
         self.exited: float | None = None
@@ -96,7 +102,7 @@ class Launch:
         return self.path / "run"
 
     def stderr(self) -> str:
-        return (self.path / "stderr.log").read_text(errors="replace")
+        return (self.logs / "stderr.log").read_text(errors="replace")
 
     def poll(self) -> bool:
         """Fire the trigger if due; True once the run has exited and its session is empty (or given up on)."""
@@ -121,18 +127,18 @@ class Launch:
 
     def _keep_reports(self) -> None:
         """``as_left/``: the run folder's reports as this run left them (a run that resumes it rewrites them)."""
-        (self.path / "as_left").mkdir(exist_ok=True)
+        (self.logs / "as_left").mkdir(exist_ok=True)
         for name in ("metrics.jsonl", "summary.json", "verl_metrics.jsonl"):
             if (self.run_dir / name).exists():
-                shutil.copy(self.run_dir / name, self.path / "as_left" / name)
+                shutil.copy(self.run_dir / name, self.logs / "as_left" / name)
 
     def record(self) -> MainRun:
         """The finished run; kills (by PID) whatever of its session is still left."""
         left = tuple(" ".join(_cmdline(p)[:2]) for p in session_processes(self.proc.pid))
         _kill_session(self.proc)
-        out, err = ((self.path / log).read_text(errors="replace") for log in ("stdout.log", "stderr.log"))
+        out, err = ((self.logs / log).read_text(errors="replace") for log in ("stdout.log", "stderr.log"))
         result = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
-        return MainRun(self.path, result, left=left, notes=dict(self.notes))
+        return MainRun(self.path, result, left=left, notes=dict(self.notes), logs=self.logs)
 
 
 class RunPool:

@@ -71,7 +71,7 @@ def test_a_trigger_breaks_the_run_and_notes_what_it_did(pool: PoolMaker) -> None
 
 def test_a_run_that_resumes_another_starts_after_it_in_its_folder(pool: PoolMaker, tmp_path: Path) -> None:
     specs = {
-        "first": lambda path: python(f"open({str(path / 'mark')!r}, 'w').write('first')"),
+        "first": lambda path: python(f"open({str(path / 'mark')!r}, 'w').write('first'); print('first')"),
         "second": lambda path: RunSpec(command=python("print('second')").command, resumes="first"),
     }
     runs = pool(specs, ["second"])
@@ -79,6 +79,8 @@ def test_a_run_that_resumes_another_starts_after_it_in_its_folder(pool: PoolMake
     assert runs.events == [("start", "first"), ("done", "first"), ("start", "second"), ("done", "second")]
     assert second.path == runs.result("first").path == tmp_path / "first"
     assert (second.path / "mark").read_text() == "first" and second.result.stdout == "second\n"
+    first = runs.result("first")  # its logs and reports as it left them, not overwritten by the second's
+    assert (first.logs / "stdout.log").read_text() == "first\n" and first.as_left != second.as_left
 
 
 def test_errors_of_a_spec_or_a_trigger_are_raised_to_the_tests_that_take_the_run(pool: PoolMaker) -> None:
