@@ -66,7 +66,9 @@ async def measure_all(name: str, generate: Generate, args: argparse.Namespace, v
         for _ in range(args.repeat):
             tokens, seconds = await run_clients(generate, prompts, concurrency)
             best = max(best, tokens / seconds)
-            progress(f"  {name:<4} c={concurrency:<3} {tokens} tokens in {seconds:6.2f} s ({tokens / seconds:7.0f} tok/s)")
+            progress(
+                f"  {name:<4} c={concurrency:<3} {tokens} tokens in {seconds:6.2f} s ({tokens / seconds:7.0f} tok/s)"
+            )
         results[concurrency] = best
     return results
 

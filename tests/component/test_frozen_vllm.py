@@ -34,7 +34,7 @@ from verl_parl.swarm.settings import SubagentServing
 def _vllm_missing() -> str | None:
     try:
         import vllm  # noqa: F401
-    except Exception as exc:  # a broken build raises more than ImportError (e.g. torchvision's operators)
+    except Exception as exc:  # noqa: BLE001 - a broken build raises more than ImportError (torchvision's operators)
         return f"import vllm failed ({type(exc).__name__}: {exc}); bash scripts/install.sh vllm installs it"
     return None
 
