@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 import uuid
@@ -28,6 +29,7 @@ import torch
 
 from verl_parl.modelbuild.shipped import SHIPPED_ROOT
 
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # vLLM logs to stdout by default
 Generate = Callable[[list[int]], Awaitable[int]]  # one request -> generated tokens
 
 
