@@ -69,6 +69,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "verl_parl.traces.plugin",
     "verl_parl.partial_rollout.plugin",
     "verl_parl.tasks.research.plugin",
+    "verl_parl.tasks.widechain.plugin",
 )
 """Modules of our own components, registered (under their module name) before any entry point."""
 
