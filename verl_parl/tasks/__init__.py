@@ -14,4 +14,8 @@ def system_prompt_for(data_source: str, agent_loop: str) -> str | None:
         from verl_parl.tasks.research import dataset
 
         return dataset.SYSTEM_PROMPTS.get(agent_loop)
+    if data_source == "verl_parl/widechain":
+        from verl_parl.tasks.widechain import dataset as widechain
+
+        return widechain.SYSTEM_PROMPTS.get(agent_loop)
     return None
