@@ -25,7 +25,8 @@ def main_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     wanted = []
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        wanted += [name for name in [*item.fixturenames, *params.values()] if name in SHARED_RUNS]
+        named = [*item.fixturenames, *(value for value in params.values() if isinstance(value, str))]
+        wanted += [name for name in named if name in SHARED_RUNS]
     pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"))
     yield pool
     pool.close()

@@ -65,7 +65,8 @@ def _episode(tokenizer: Any, url: str, timeout_s: float = 0.5) -> SwarmEpisode:
     return SwarmEpisode(
         backend=OpenAIBackend(url, "frozen", timeout_s=timeout_s),
         tokenizer=tokenizer,
-        limits=SwarmLimits(subagent=SubagentLimits(max_steps=2, timeout_s=10)),
+        # the whole error message reaches the orchestrator
+        limits=SwarmLimits(subagent=SubagentLimits(max_steps=2, timeout_s=10, max_result_tokens=128)),
     )
 
 
