@@ -12,6 +12,7 @@ Skipped (with the reason) where ``import vllm`` fails; marked ``vllm`` (``-m "no
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import signal
@@ -84,11 +85,9 @@ def _wait_healthy(process: subprocess.Popen[bytes], root: str, log: Path) -> Non
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pytest.fail(f"vllm serve exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
+        with contextlib.suppress(httpx.HTTPError):  # not listening yet: ask again
             if httpx.get(f"{root}/health", timeout=5).status_code == 200:
                 return
-        except httpx.HTTPError:
-            pass
         time.sleep(2)
     pytest.fail(f"vllm serve not healthy after {STARTUP_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
 

@@ -85,7 +85,7 @@ def yaml_defaults(section: str) -> Callable[[type[T]], type[T]]:
 
 def _default(value: Any, cls: type, name: str) -> Any:
     if isinstance(value, str) and "${" in value:
-        raise TypeError(f"an interpolation ({value}) cannot be a dataclass default")
+        raise TypeError(f"{cls.__name__}.{name}: an interpolation ({value}) cannot be a dataclass default")
     if isinstance(value, dict):
         hint = typing.get_type_hints(cls)[name]
         kind = next((t for t in typing.get_args(hint) or (hint,) if dataclasses.is_dataclass(t)), None)

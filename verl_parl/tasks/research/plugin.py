@@ -8,18 +8,13 @@ declares that, so selecting the task without it is a config error naming the ins
 
 from __future__ import annotations
 
-import functools
-import sys
 from pathlib import Path
 from typing import Any
 
 from verl_parl.plugin import hookimpl
 from verl_parl.registry import Register, ScorerSpec, TaskSpec
+from verl_parl.tasks import suites
 
-SET_BY_EMBEDDED = ("seed", "n_train", "n_val", "agent_loop")
-"""``SuiteConfig`` fields that ``parl.embedded`` sets itself (not through ``parl.embedded.options``)."""
-
-SEARCH_PLUGIN = {"verl_parl_search": "pip install -e plugins/search (bash scripts/install.sh installs it)"}
 DEMOS = "verl_parl.tasks.research.demos"
 
 
@@ -40,32 +35,20 @@ def verl_parl_register_scorers(register: Register[ScorerSpec]) -> None:
     )
 
 
-def suite_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of the suite's ``SuiteConfig`` for a ``parl.embedded`` section (as a dict)."""
-    fixed = {key: settings[key] for key in SET_BY_EMBEDDED if key in settings}
-    return {**(settings.get("options") or {}), **fixed}
-
-
 def option_errors(settings: dict[str, Any]) -> list[str]:
     """``parl.embedded.options`` problems (each message after ``parl.embedded.options.``)."""
     from verl_parl.tasks.research.dataset import suite_errors
 
-    options = settings.get("options") or {}
-    taken = [f"{key}: set parl.embedded.{key} instead" for key in SET_BY_EMBEDDED if key in options]
-    return taken + suite_errors(suite_settings(settings))
+    return suites.option_errors(settings, suite_errors)
 
 
 def write_data(directory: Path, settings: dict[str, Any]) -> dict[str, Path]:
     """The task's dataset writer: the suite (generated and indexed once), its search index and tool config."""
     from verl_parl.tasks.research import dataset
 
-    config = suite_settings(settings)
-    if "entity_fractions" in config:
-        config["entity_fractions"] = tuple(config["entity_fractions"])
-    log = functools.partial(print, file=sys.stderr, flush=True)  # stdout stays the caller's (e.g. evaluate's table)
-    dataset.generate(directory, dataset.SuiteConfig(**config), index=True, progress=False, log=log)
-    paths = {split: directory / f"{split}.parquet" for split in dataset.SPLITS}
-    return {**paths, "index": directory / dataset.INDEX_DIR, "tools": directory / dataset.TOOLS_FILE}
+    config = dataset.SuiteConfig(**suites.config_kwargs(settings))
+    dataset.generate(directory, config, index=True, progress=False, log=suites.log)
+    return suites.written(directory, dataset)
 
 
 @hookimpl
@@ -87,6 +70,6 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
                 "parl.tools.search.options.index": "${parl_asset:embedded_search_index}",
             },
             check_options=option_errors,
-            requires=SEARCH_PLUGIN,
+            requires=suites.SEARCH_PLUGIN,
         )
     )

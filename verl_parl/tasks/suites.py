@@ -1,0 +1,48 @@
+"""What the embedded tasks built on a generated suite (``research``, ``widechain``) share: the ``parl.embedded``
+keys they take, the check that ``parl.embedded.options`` does not set those, and the dataset writer's parts."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+SET_BY_EMBEDDED = ("seed", "n_train", "n_val", "agent_loop")
+"""Suite config fields that ``parl.embedded`` sets itself (not through ``parl.embedded.options``)."""
+
+SEARCH_PLUGIN = {"verl_parl_search": "pip install -e plugins/search (bash scripts/install.sh installs it)"}
+"""``TaskSpec.requires`` of a suite task: the search plugin indexes its corpus and searches it."""
+
+log = functools.partial(print, file=sys.stderr, flush=True)
+"""The writer's progress lines: on stderr, so stdout stays the caller's (e.g. evaluate's table)."""
+
+
+def suite_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The suite config's field values for a ``parl.embedded`` section (as a dict)."""
+    fixed = {key: settings[key] for key in SET_BY_EMBEDDED if key in settings}
+    return {**(settings.get("options") or {}), **fixed}
+
+
+def option_errors(settings: dict[str, Any], config_errors: Callable[[dict[str, Any]], list[str]]) -> list[str]:
+    """``parl.embedded.options`` problems (each message after ``parl.embedded.options.``): keys that
+    ``parl.embedded`` sets itself, then ``config_errors`` of the suite config's values."""
+    options = settings.get("options") or {}
+    taken = [f"{key}: set parl.embedded.{key} instead" for key in SET_BY_EMBEDDED if key in options]
+    return taken + config_errors(suite_settings(settings))
+
+
+def config_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of the suite config (``entity_fractions`` as the tuple the dataclass holds)."""
+    config = suite_settings(settings)
+    if "entity_fractions" in config:
+        config["entity_fractions"] = tuple(config["entity_fractions"])
+    return config
+
+
+def written(directory: Path, dataset: ModuleType) -> dict[str, Path]:
+    """What a suite's writer returns: its splits' parquet files, its search index and its tools config."""
+    paths = {split: directory / f"{split}.parquet" for split in dataset.SPLITS}
+    return {**paths, "index": directory / dataset.INDEX_DIR, "tools": directory / dataset.TOOLS_FILE}
