@@ -89,3 +89,35 @@ def parl_reward_resumed(path: Path) -> RunSpec:
     folder = path.parent / "parl_reward_interrupted"  # the folder it resumes in
     overrides = (*parl_reward_command(path.parent), f"trainer.rollout_data_dir={folder / 'dump'}")
     return RunSpec(overrides=overrides, resumes="parl_reward_interrupted")
+
+
+# ---- the shared research-under-async run: the research suite (the default embedded task of today) under verl's
+# colocate_async trainer mode, 3 steps. Checked by the async test (off-policy metrics, the fresh probability gap) and
+# the research test (the suite's scorer validates held-out tasks before and after training).
+
+
+@shared_run
+def async_research_run(path: Path) -> RunSpec:
+    """``parl_swarm`` on the research suite (8 train, 4 held-out tasks) with PARL's staged reward under
+    ``colocate_async``. The policy is the shipped arithmetic cold start: it calls subagents, and unlike the
+    research cold start it needs no minutes of SFT first."""
+    from verl_parl.modelbuild.shipped import SHIPPED_ROOT
+
+    return RunSpec(
+        overrides=(
+            "embedded=research",
+            f"actor_rollout_ref.model.path={SHIPPED_ROOT / 'coldstart-arithmetic'}",
+            "parl.embedded.n_train=8",
+            "parl.embedded.n_val=4",
+            "data.train_batch_size=2",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+            "data.max_response_length=128",
+            "trainer.v1.trainer_mode=colocate_async",
+            "trainer.total_training_steps=3",
+            "trainer.test_freq=3",
+            "trainer.save_freq=-1",
+            "parl.embedded.agent_loop=parl_swarm",
+            "reward.reward_manager.name=parl",
+            "algorithm.rollout_correction.bypass_mode=false",  # the old-log-prob forward the fresh gap is measured in
+        )
+    )

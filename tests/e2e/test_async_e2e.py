@@ -1,6 +1,7 @@
 """End to end: verl-parl's hooks on verl's ``colocate_async`` trainer mode, chosen with verl's own key.
 
-``parl_swarm`` with PARL's staged reward, 3 steps on CPU: the rollout of the next batch overlaps training
+``parl_swarm`` with PARL's staged reward, 3 steps on CPU (the shared run ``async_research_run`` of
+``tests/conftest.py``, on the research suite): the rollout of the next batch overlaps training
 (verl's partial rollout: the hf server's generations are aborted at each weight sync and resumed after
 it). verl's off-policy metrics, our ``parl/*`` step metrics, the staged reward's terms (the reward ->
 advantage hooks), the held-out ``val-parl/*`` report, and the rollout-vs-trainer probability gap on the
@@ -9,32 +10,15 @@ trajectories the current policy generated."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from main_runs import MainRun, read_metrics
-from run_pool import RunSpec, shared_run
 
 pytestmark = pytest.mark.e2e
 
 
-@shared_run
-def async_run(path: Path) -> RunSpec:
-    return RunSpec(
-        overrides=(
-            "trainer.v1.trainer_mode=colocate_async",
-            "trainer.total_training_steps=3",
-            "trainer.test_freq=3",
-            "trainer.save_freq=-1",
-            "parl.embedded.agent_loop=parl_swarm",
-            "reward.reward_manager.name=parl",
-            "algorithm.rollout_correction.bypass_mode=false",  # the old-log-prob forward the fresh gap is measured in
-        )
-    )
-
-
-def test_parl_swarm_under_colocate_async(async_run: MainRun) -> None:
-    result, tmp_path = async_run.result, async_run.path
+def test_parl_swarm_under_colocate_async(async_research_run: MainRun) -> None:
+    result, tmp_path = async_research_run.result, async_research_run.path
     assert result.returncode == 0, result.stderr[-4000:]
     records = read_metrics(tmp_path / "run")
     train = [r for r in records if "training/global_step" in r]

@@ -1,10 +1,10 @@
-"""Faults of a whole ``python -m verl_parl.main`` run on CPU (verl's real trainer, a private Ray cluster):
-a trainer worker killed, Ctrl-C, the run folder's disk full. Each run is broken by its trigger once step 1's
-metrics are written (Ctrl-C: once step 2's checkpoint is saved), in the next step, and the tests check that it
-stopped with a clear last line and a non-zero exit, that every process it started is gone, and that the metrics
-of step 1 are intact in ``metrics.jsonl``. The runs are shared runs (``tests/e2e/run_pool.py``: started ahead,
-two at a time); the Ctrl-C one is the shared PARL-reward run's (``tests/conftest.py``), which the resume test
-then resumes.
+"""Faults of a whole ``python -m verl_parl.main`` run on CPU (verl's real trainer, a private Ray cluster): a trainer
+worker killed, Ctrl-C, the run folder's disk full. Each run is broken by its trigger once step 1's metrics are
+written (Ctrl-C: once step 2's checkpoint is saved; the FSDP worker: once initialized), and the tests check that it
+stopped with a clear last line and a non-zero exit, that every process it started is gone, and that the metrics of
+the steps before are intact in ``metrics.jsonl``. The runs are shared runs (``tests/e2e/run_pool.py``: started
+ahead, two at a time); the Ctrl-C one is the shared PARL-reward run's (``tests/conftest.py``), which the resume
+test then resumes.
 
 "Every process it started": the run is started in a new session (``start_new_session``); Ray's
 processes change their process group but keep the session, so after the run exits no live process may
@@ -18,12 +18,13 @@ import shlex
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
-from main_runs import MainRun, assert_step_one_intact, main_command, session_processes
+from main_runs import MainRun, assert_step_one_intact, main_command, session_processes, steps_in
 from run_pool import Launch, RunSpec, shared_run, step_logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -44,14 +45,25 @@ def _oldest(processes: list[psutil.Process], title: str) -> psutil.Process:
     return min(matching, key=lambda p: p.create_time())
 
 
+def engines_initialized(launch: Launch) -> bool:
+    """verl has initialized the trainer's actor (its FSDP workers) and is starting the rollout side."""
+    console_log = launch.run_dir / "console.log"
+    return console_log.exists() and "actor and ref model engine initialized" in console_log.read_text(errors="replace")
+
+
+def step_one_logged(launch: Launch) -> bool:
+    return step_logged(launch, 1)
+
+
 @dataclass(frozen=True)
 class KillOldest:
-    """Once step 1 is logged, SIGKILL the first started process of the run's session titled ``title``."""
+    """Once ``due(launch)``, SIGKILL the first started process of the run's session titled ``title``."""
 
     title: str
+    due: Callable[[Launch], bool]
 
     def __call__(self, launch: Launch) -> bool:
-        if not step_logged(launch, 1):
+        if not self.due(launch):
             return False
         worker = _oldest(session_processes(launch.proc.pid), self.title)
         worker.kill()
@@ -61,8 +73,10 @@ class KillOldest:
 
 @shared_run
 def fsdp_worker_killed(path: Path) -> RunSpec:
-    """verl's FSDP actor (one rank on the CPU profile) killed in step 2: the trainer's next call to it fails."""
-    return RunSpec(overrides=TRAIN, trigger=KillOldest("ray::WorkerDict"))
+    """verl's FSDP actor (one rank on the CPU profile) killed once initialized, while the trainer sets up the
+    rollout side (whose weight sync calls it): a start-up that dies there costs a third of one that trains a
+    step first, and the death reaches the trainer the same way."""
+    return RunSpec(overrides=TRAIN, trigger=KillOldest("ray::WorkerDict", engines_initialized))
 
 
 @shared_run
@@ -71,7 +85,7 @@ def rollout_server_killed(path: Path) -> RunSpec:
     HFInferenceServer too): under trainer_mode=sync its death reaches the trainer as the actor's (under parl_sync
     every episode failed, which verl alone would regenerate forever: the rollout guard's RolloutFailedError,
     unit-tested)."""
-    return RunSpec(overrides=TRAIN, trigger=KillOldest("ray::HFInferenceServer"))
+    return RunSpec(overrides=TRAIN, trigger=KillOldest("ray::HFInferenceServer", step_one_logged))
 
 
 @pytest.fixture
@@ -90,18 +104,22 @@ def assert_stopped(run: MainRun, code: int, message: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("killed_run", "message"),
+    ("killed_run", "message", "trained"),
     [
-        ("fsdp_worker_killed", "a Ray worker died: WorkerDict (pid {pid}): The actor died"),
-        ("rollout_server_killed", "a Ray worker died: HFInferenceServer (pid {pid}): The actor died"),
+        ("fsdp_worker_killed", "a Ray worker died: WorkerDict (pid {pid}): The actor died", False),
+        ("rollout_server_killed", "a Ray worker died: HFInferenceServer (pid {pid}): The actor died", True),
     ],
     ids=["fsdp-worker", "rollout-server"],
     indirect=["killed_run"],
 )
-def test_a_killed_worker_stops_the_run_naming_it(killed_run: MainRun, message: str) -> None:
+def test_a_killed_worker_stops_the_run_naming_it(killed_run: MainRun, message: str, trained: bool) -> None:
     last = assert_stopped(killed_run, 1, message.format(pid=killed_run.notes["killed_pid"]))
     assert "console.log" in last  # where the traceback went
-    assert_step_one_intact(killed_run.run_dir)
+    if trained:  # killed in step 2: step 1's metrics are intact
+        assert_step_one_intact(killed_run.run_dir)
+    else:  # killed before training: no step was logged, and the summary says the run failed
+        assert steps_in(killed_run.run_dir / "metrics.jsonl") == []
+        assert json.loads((killed_run.run_dir / "summary.json").read_text())["succeeded"] is False
 
 
 def test_ctrl_c_stops_the_run_and_every_process(parl_reward_interrupted: MainRun) -> None:
