@@ -94,7 +94,7 @@ async def run_plan(  # noqa: PLR0917 - a benchmark helper
             max_subagents_per_turn=subagents,
             max_subagents_per_episode=subagents,
             max_orchestrator_steps=subagents + 2,
-            subagent=SubagentLimits(max_steps=16, max_new_tokens=16, timeout_s=3600),
+            subagent_limits=SubagentLimits(max_steps=16, max_new_tokens=16, timeout_s=3600),
         ),
         subagent_tools=tools,
     )

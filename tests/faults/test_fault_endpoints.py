@@ -66,7 +66,7 @@ def _episode(tokenizer: Any, url: str, timeout_s: float = 0.5) -> SwarmEpisode:
         backend=OpenAIBackend(url, "frozen", timeout_s=timeout_s),
         tokenizer=tokenizer,
         # the whole error message reaches the orchestrator
-        limits=SwarmLimits(subagent=SubagentLimits(max_steps=2, timeout_s=10, max_result_tokens=128)),
+        limits=SwarmLimits(subagent_limits=SubagentLimits(max_steps=2, timeout_s=10, max_result_tokens=128)),
     )
 
 

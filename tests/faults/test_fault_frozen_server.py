@@ -107,7 +107,7 @@ def _create(*agents: str) -> list[ToolCall]:
 
 
 def _episode(backend: Any, tokenizer: Any) -> SwarmEpisode:
-    limits = SwarmLimits(subagent=SubagentLimits(max_steps=1, max_new_tokens=4, timeout_s=120))
+    limits = SwarmLimits(subagent_limits=SubagentLimits(max_steps=1, max_new_tokens=4, timeout_s=120))
     return SwarmEpisode(backend=backend, tokenizer=tokenizer, limits=limits)
 
 

@@ -91,7 +91,7 @@ def _run(tokenizer: Any, tool: FaultyTool, modes: list[str]) -> tuple[list[str],
     episode = SwarmEpisode(
         backend=CallsTheTool(tokenizer),
         tokenizer=tokenizer,
-        limits=SwarmLimits(subagent=SubagentLimits(max_steps=3, timeout_s=2.0, max_result_tokens=64)),
+        limits=SwarmLimits(subagent_limits=SubagentLimits(max_steps=3, timeout_s=2.0, max_result_tokens=64)),
         subagent_tools={"probe": tool},
     )
     calls = [ToolCall("create_subagent", {"name": "w", "system_prompt": "Use probe."})]

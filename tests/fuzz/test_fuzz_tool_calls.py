@@ -61,7 +61,7 @@ def test_the_orchestrator_answers_every_call_with_an_observation(tokenizer: Any,
         episode = SwarmEpisode(
             backend=EchoSubagent(tokenizer),
             tokenizer=tokenizer,
-            limits=SwarmLimits(subagent=SubagentLimits(max_steps=2, timeout_s=10), max_subagents_per_turn=3),
+            limits=SwarmLimits(subagent_limits=SubagentLimits(max_steps=2, timeout_s=10), max_subagents_per_turn=3),
         )
         try:
             for text in turns:

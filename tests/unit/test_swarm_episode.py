@@ -69,11 +69,11 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def episode(tokenizer: Any, server: Any, **limits: Any) -> SwarmEpisode:
-    sub = limits.pop("subagent", SubagentLimits(max_steps=6, timeout_s=10))
+    sub = limits.pop("subagent_limits", SubagentLimits(max_steps=6, timeout_s=10))
     return SwarmEpisode(
         backend=server,
         tokenizer=tokenizer,
-        limits=SwarmLimits(subagent=sub, **limits),
+        limits=SwarmLimits(subagent_limits=sub, **limits),
         subagent_tools={"lookup": Lookup()},
     )
 
@@ -267,7 +267,7 @@ def test_failing_subagent_servers_give_failure_messages_and_leak_nothing(
     tokenizer: Any, server: Any, status: str, expected: str
 ) -> None:
     async def scenario() -> tuple[list[str], Any, set[asyncio.Task[Any]]]:
-        ep = episode(tokenizer, server, subagent=SubagentLimits(timeout_s=0.2))
+        ep = episode(tokenizer, server, subagent_limits=SubagentLimits(timeout_s=0.2))
         await ep.run_turn([create()])
         observations = await ep.run_turn([assign("a"), assign("b")])
         ep.record_final_turn()
@@ -291,7 +291,7 @@ def test_a_turns_slow_subagent_times_out_while_the_others_finish(tokenizer: Any)
             return await super().generate(prompt_ids, sampling_params)
 
     async def scenario() -> list[str]:
-        ep = episode(tokenizer, SlowForOne(tokenizer, calls=1), subagent=SubagentLimits(timeout_s=0.5))
+        ep = episode(tokenizer, SlowForOne(tokenizer, calls=1), subagent_limits=SubagentLimits(timeout_s=0.5))
         await ep.run_turn([create()])
         return await ep.run_turn([assign("fast task"), assign("slow task"), assign("other task")])
 
@@ -324,7 +324,7 @@ def test_result_is_truncated_to_the_token_budget(tokenizer: Any) -> None:
             return self.tokenizer.encode("word " * 200, add_special_tokens=False)
 
     async def scenario() -> str:
-        ep = episode(tokenizer, Verbose(tokenizer), subagent=SubagentLimits(max_result_tokens=10))
+        ep = episode(tokenizer, Verbose(tokenizer), subagent_limits=SubagentLimits(max_result_tokens=10))
         await ep.run_turn([create()])
         return (await ep.run_turn([assign("x")]))[0]
 

@@ -52,7 +52,7 @@ class SwarmLimits:
     max_orchestrator_steps: int = IN_YAML
     critical_steps_budget: int | None = IN_YAML
     assign_each: bool = IN_YAML  # also offer our assign_each besides the paper's create_subagent and assign_task
-    subagent: SubagentLimits = field(default_factory=SubagentLimits)
+    subagent_limits: SubagentLimits = field(default_factory=SubagentLimits)  # parl.swarm.subagent_limits
 
     def __post_init__(self) -> None:
         for name in ("max_subagents_per_turn", "max_subagents_per_episode", "max_orchestrator_steps"):
@@ -122,7 +122,7 @@ class SwarmEpisode:
         observations: list[str | None] = [None] * len(calls)
         pending: dict[int, Awaitable[str | list[SubagentResult]]] = {}
         prompts: dict[int, list[str]] = {}  # per assigning call: the prompt of each run
-        deadlines = DeadlineGroup(self.limits.subagent.timeout_s)  # one timer for the turn's subagents
+        deadlines = DeadlineGroup(self.limits.subagent_limits.timeout_s)  # one timer for the turn's subagents
         assigned_this_turn = 0
         for index, call in enumerate(calls):
             if isinstance(call, CallError):
@@ -269,7 +269,7 @@ class SwarmEpisode:
             system_prompt=self.agents[agent],
             task=task,
             tools=self.subagent_tools,
-            limits=self.limits.subagent,
+            limits=self.limits.subagent_limits,
             sampling_params=self.sampling_params,
             context=self.context,
             origin=self.origin,

@@ -120,13 +120,14 @@ def parse_swarm(
         ("parl.swarm", SwarmLimits, swarm),
         ("parl.subagent", SubagentServing, serving),
     ):
-        known = [f.name for f in fields(cls) if f.name != "subagent"]
+        known = [f.name for f in fields(cls) if f.name != "subagent_limits"]  # parsed above as its own section
         errors += [f"{key}.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
         errors += type_errors(cls, raw, key)
         if errors:
             continue
         try:
-            parts[key] = cls(**raw, **({"subagent": parts["parl.swarm.subagent_limits"]} if cls is SwarmLimits else {}))
+            nested = {"subagent_limits": parts["parl.swarm.subagent_limits"]} if cls is SwarmLimits else {}
+            parts[key] = cls(**raw, **nested)
         except (ValueError, TypeError) as exc:
             errors.append(f"{key}: {exc}")
     if errors:
