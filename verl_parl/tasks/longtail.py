@@ -10,20 +10,17 @@ every ``long_every``-th takes ``long_turns`` (10x, by default). Each turn the po
     parl.embedded.options='{long_every: 8, long_turns: 20, latency_s: 0.2}'
 
 The turns are set by the row, not chosen by the model, so steps of different trainer modes see the same
-work (``benchmarks/bench_async.py``).
+work (``benchmarks/bench_async.py``). The agent loop is :mod:`verl_parl.tasks.longtail_loop` (it imports verl; this
+module, which the plugin host loads, does not).
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import sys
 from pathlib import Path
 from typing import Any
 
-from verl_parl.agents.base import Episode, SegmentedAgentLoop
-from verl_parl.chat.messages import assistant_message
-from verl_parl.context.settings import context_settings
 from verl_parl.tasks.arithmetic import DATA_SOURCE, make_question, write_tool_config
 
 AGENT_NAME = "longtail"
@@ -86,32 +83,3 @@ def write_data(directory: Path, settings: dict[str, Any]) -> dict[str, Path]:
             pd.DataFrame(rows).to_parquet(paths[split])
     tools = directory / "tools.yaml"
     return {**paths, "tools": tools if tools.exists() else write_tool_config(tools)}
-
-
-class LongTailAgentLoop(SegmentedAgentLoop):
-    """The ``longtail`` loop; see the module docstring."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.context = context_settings(self.config)["agent"]
-
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
-        info = kwargs.get("extra_info") or {}
-        turns, latency = int(info.get("turns", OPTIONS["short_turns"])), float(info.get("latency_s", 0.0))
-        params = {**sampling_params, "max_tokens": int(info.get("tokens_per_turn", OPTIONS["tokens_per_turn"]))}
-        state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
-        await self._open_gate(state, kwargs)
-        try:
-            await self._begin(state, [])
-            for turn in range(1, turns + 1):
-                _, text = await self._generate(state, params)
-                state.messages.append(assistant_message(text, []))
-                if turn == turns or self._room(state) <= 0:
-                    break
-                await asyncio.sleep(latency)  # the injected tool latency
-                await self._append(state, [{"role": "user", "content": f"Observation {turn} of {turns}."}], [])
-                if self._room(state) <= 0 or not await self._turn_boundary(state):
-                    break
-        finally:
-            await self._close_gate(state)
-        return self._outputs(state, {"parl_turns": float(state.turns), "parl_longtail_turns": float(turns)})
