@@ -22,6 +22,7 @@ def context_run(path: Path) -> RunSpec:
         overrides=(
             "trainer.total_training_steps=2",
             "trainer.val_before_train=false",
+            "parl.embedded.n_val=4",  # the last step validates: 4 prompts do
             "parl.embedded.agent_loop=researcher",
             "actor_rollout_ref.model.path=${parl_asset:coldstart_model}",
             "parl.researcher.max_turns=3",

@@ -52,6 +52,7 @@ def two_rank_run(path: Path) -> RunSpec:
     return RunSpec(
         overrides=(
             "trainer.total_training_steps=2",
+            "parl.embedded.n_val=4",  # validation before training and at step 2 checks the wiring: 4 prompts do
             "trainer.n_gpus_per_node=2",
             "parl.embedded.agent_loop=tool_agent",  # verl's own tool agent loop, with our calculator tool
             "actor_rollout_ref.actor.use_kl_loss=true",

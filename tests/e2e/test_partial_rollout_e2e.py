@@ -26,6 +26,7 @@ LONGTAIL = (
     "parl.embedded.task=longtail",
     "parl.embedded.agent_loop=longtail",
     f"parl.embedded.n_train={N_TRAIN}",
+    "parl.embedded.n_val=4",  # step 3 validates: 4 prompts do
     "+parl.embedded.options.long_every=4",
     "+parl.embedded.options.short_turns=1",
     "+parl.embedded.options.long_turns=10",
