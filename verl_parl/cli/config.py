@@ -62,8 +62,11 @@ class EmbeddedTaskConfig:
         _check(
             errors,
             self.parallel_share is None
-            or (isinstance(self.parallel_share, int | float) and not isinstance(self.parallel_share, bool)
-                and 0.0 <= self.parallel_share <= 1.0),
+            or (
+                isinstance(self.parallel_share, int | float)
+                and not isinstance(self.parallel_share, bool)
+                and 0.0 <= self.parallel_share <= 1.0
+            ),
             f"parl.embedded.parallel_share: must be null or a share in [0, 1], got {self.parallel_share!r}",
         )
         errors += self.task_errors()

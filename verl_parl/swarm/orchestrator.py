@@ -27,8 +27,8 @@ from verl_parl.context.summarizer import make_summarizer
 from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
 from verl_parl.settings.run import run_value
 from verl_parl.swarm.accounting import critical_path
-from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.calls import BUDGET_MESSAGE
+from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.settings import swarm_settings
 from verl_parl.swarm.subagent import SubagentContext

@@ -165,6 +165,7 @@ def make_demos(
     per_role: int,
     seed: int,
     fresh_names: float = 0.0,
+    *,
     parallel_share: float | None = None,
 ) -> list[Demo]:
     """``per_role`` demonstrations of each role, deterministic given ``seed`` (roles interleaved).
