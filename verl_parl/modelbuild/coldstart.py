@@ -191,6 +191,21 @@ subagents restating the header above their row, the query names the entity in 39
 are right (41% without the restated header; docs/cpu.md)."""
 
 
+SHORT_READER_RECIPE: dict[str, Any] = {
+    "base": DEEP_READER_MODEL,
+    "pretrain": READER_PRETRAIN,
+    "steps": 120,
+    "batch_size": 4,
+    "lr": 1.5e-3,
+    "demos_per_role": 64,
+    "rehearsal": 2,
+}
+"""A short cold start from the pretrained reader, sized for 2 CPU cores (the ``widechain`` task's, whose
+demonstrations are its oracle plans: ``verl_parl.tasks.widechain.demos``): 120 SFT steps of 4 conversations
+(1,000-2,100 tokens) with rehearsal, no fresh names (its pages are real). Batches of 16 took ~15 s a step on 2
+shared cores, these 7-9 s: 890 s in all (docs/tasks.md). Too short to teach copying names into assignments."""
+
+
 def default_spec(task: str, *, reader: bool = False, parallel_share: float | None = None) -> ColdStartSpec:
     """The cold-start recipe the default run uses for the registered ``task`` (its ``TaskSpec.coldstart``
     over the plain defaults); ``reader=True`` starts from the pretrained reader instead (:data:`READER_RECIPE`);

@@ -32,13 +32,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from verl_parl.modelbuild.pretrain import DEEP_READER_MODEL, READER_PRETRAIN
 from verl_parl.swarm.calls import ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks.demos import Demo
 from verl_parl.tasks.widechain import dataset
 
 __all__ = [
-    "COLDSTART_RECIPE",
     "DemoSuite",
     "demo_suite",
     "widechain_agent",
@@ -135,16 +133,3 @@ def widechain_agent(rng: random.Random) -> Demo:
     meta = {"answer": task.ground_truth, "critical_steps": result.critical_steps, "item_f1": result.item_f1}
     return Demo("agent", _messages(result.messages), [suite.search_schema], meta)
 
-
-COLDSTART_RECIPE: dict[str, Any] = {
-    "base": DEEP_READER_MODEL,
-    "pretrain": READER_PRETRAIN,
-    "steps": 120,
-    "batch_size": 4,
-    "lr": 1.5e-3,
-    "demos_per_role": 64,
-    "rehearsal": 2,
-}
-"""The family's cold start (``TaskSpec.coldstart``): SFT of the shipped pretrained reader (as the research task's),
-with rehearsal of its pretraining, on the oracle conversations above. No fresh names (the pages are real). Small
-for 2 CPU cores: batches of 16 took ~15 s a step there (sequences of 1,000-2,100 tokens), so 120 steps of 4."""

@@ -53,7 +53,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             scorer="table",
             tools=("search",),
             demos={role: f"{DEMOS}:widechain_{role}" for role in ("agent", "subagent", "orchestrator")},
-            coldstart=f"{DEMOS}:COLDSTART_RECIPE",
+            coldstart="verl_parl.modelbuild.coldstart:SHORT_READER_RECIPE",  # from the pretrained reader (shipped)
             defaults=CONFIG_DEFAULTS,
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
