@@ -200,16 +200,12 @@ SHORT_READER_RECIPE: dict[str, Any] = {
     "demos_per_role": 64,
     "rehearsal": 2,
 }
-"""A short cold start from the pretrained reader, sized for 2 CPU cores (the ``widechain`` task's, whose
-demonstrations are its oracle plans: ``verl_parl.tasks.widechain.demos``): 120 SFT steps of 4 conversations
-(1,000-2,100 tokens) with rehearsal, no fresh names (its pages are real). Batches of 16 took ~15 s a step on 2
-shared cores, these 7-9 s: 890 s in all (docs/tasks.md). Too short to teach copying names into assignments."""
+"""``widechain``'s: 120 SFT steps of 4 from the reader, no fresh names; 890 s on 2 cores, too short (docs/tasks.md)."""
 
 
 def default_spec(task: str, *, reader: bool = False, parallel_share: float | None = None) -> ColdStartSpec:
-    """The cold-start recipe the default run uses for the registered ``task`` (its ``TaskSpec.coldstart``
-    over the plain defaults); ``reader=True`` starts from the pretrained reader instead (:data:`READER_RECIPE`);
-    ``parallel_share`` (``parl.embedded.parallel_share``), when set, mixes its orchestrator plans."""
+    """The cold-start recipe the default run uses for the registered ``task`` (its ``TaskSpec.coldstart`` over the
+    plain defaults); ``reader=True``: from :data:`READER_RECIPE`; ``parallel_share``: ``parl.embedded``'s."""
     share = {} if parallel_share is None else {"parallel_share": parallel_share}
     return ColdStartSpec(task=task, **{**task_recipe(task), **(READER_RECIPE if reader else {}), **share})
 

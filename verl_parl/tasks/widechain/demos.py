@@ -132,4 +132,3 @@ def widechain_agent(rng: random.Random) -> Demo:
     result = suite.run(lambda runtime, tok, limits: oracle.single_agent(task, runtime, tok, limits, SINGLE_POLICY))
     meta = {"answer": task.ground_truth, "critical_steps": result.critical_steps, "item_f1": result.item_f1}
     return Demo("agent", _messages(result.messages), [suite.search_schema], meta)
-
