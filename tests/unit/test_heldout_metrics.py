@@ -37,6 +37,7 @@ def test_swarm_episodes_give_means_over_the_rows_that_report_each_value() -> Non
         "val-parl/critical_steps/mean": 4.0,
         "val-parl/total_steps/mean": 8.0,
         "val-parl/parallelism/mean": 2.0,
+        "val-parl/parallel_episode/mean": 2 / 3,  # parallelism 2 and 3: some stage launched more than one
         "val-parl/num_assigned/mean": 4.0,
     }
 
@@ -78,6 +79,7 @@ def test_researcher_episode_counts_turns_as_steps_and_no_parallelism() -> None:
         "critical_steps": 4.0,
         "total_steps": 4.0,
         "parallelism": 0.0,
+        "parallel_episode": 0.0,
         "num_assigned": 0.0,
     }
 
@@ -233,6 +235,7 @@ def test_trainer_validate_adds_heldout_metrics_of_the_sampled_episodes(
         "val-parl/critical_steps/mean": 5.0,
         "val-parl/total_steps/mean": 10.0,
         "val-parl/parallelism/mean": 2.0,
+        "val-parl/parallel_episode/mean": 1.0,
         "val-parl/num_assigned/mean": 4.0,
         **{f"val-parl/wide/{name}/mean": value for name, value in heldout_row(store["a_0_1"]).items()},
         **{f"val-parl/deep/{name}/mean": value for name, value in heldout_row(store["b_0_0"]).items()},

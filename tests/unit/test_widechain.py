@@ -158,3 +158,150 @@ def test_the_budget_cuts_serial_plans_and_single_agents_but_not_the_swarm(plans:
     for line in plans.values():  # no agent of a plan generates from a prompt past the context
         if line["context_exceeded"] == 0.0:
             assert line["max_prompt_tokens"] < design.CONTEXT_TOKENS
+
+
+# ---------------------------------------------------------------------------------------- demonstrations
+
+PER_ROLE = 8
+SHARE = 0.5
+
+
+@pytest.fixture(scope="module")
+def demos() -> list[Any]:
+    from verl_parl.tasks.demos import make_demos
+
+    return make_demos("widechain", ("agent", "subagent", "orchestrator"), PER_ROLE, 0, parallel_share=SHARE)
+
+
+def _by_style(demos: list[Any]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for demo in demos:
+        if demo.role == "orchestrator":
+            out.setdefault(demo.meta["style"], []).append(demo)
+    return out
+
+
+def _calls(message: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return [c["function"]["arguments"] for c in message.get("tool_calls") or [] if c["function"]["name"] == name]
+
+
+def test_plan_flags_give_the_share_exactly() -> None:
+    from verl_parl.tasks.demos import plan_flags
+
+    for count, share in ((8, 0.5), (10, 0.3), (64, 0.25), (5, 0.0), (5, 1.0)):
+        flags = plan_flags("widechain", count, 0, share)
+        assert flags is not None and len(flags) == count and sum(flags) == round(share * count)
+    assert plan_flags("widechain", 8, 0, None) is None
+    assert plan_flags("widechain", 64, 0, 0.5) != plan_flags("widechain", 64, 1, 0.5)  # seeded places
+    with pytest.raises(ValueError, match="parallel_share"):
+        plan_flags("widechain", 8, 0, 1.5)
+
+
+def test_the_cold_start_starts_mixed_in_the_set_proportion(demos: list[Any]) -> None:
+    styles = _by_style(demos)
+    assert sorted(styles) == ["parallel", "serial"]
+    assert len(styles["parallel"]) == round(SHARE * PER_ROLE) and len(styles["serial"]) == PER_ROLE - len(
+        styles["parallel"]
+    )
+    assert {d.role for d in demos} == {"agent", "subagent", "orchestrator"}
+
+
+def test_a_source_without_plans_refuses_a_share() -> None:
+    from verl_parl.tasks.demos import make_demos
+
+    with pytest.raises(ValueError, match="take no plan"):
+        make_demos("arithmetic", ("orchestrator",), 2, 0, parallel_share=0.5)
+    with pytest.raises(ValueError, match="need their plan"):
+        make_demos("widechain", ("orchestrator",), 1, 0)
+
+
+def test_orchestrator_demos_are_valid_plans_and_the_parallel_one_is_faster(demos: list[Any]) -> None:
+    from verl_parl.swarm.calls import ASSIGN_TASK, BUDGET_MESSAGE, CREATE_SUBAGENT
+
+    train = {t.question: t for t in _train_tasks()}
+    test_cities = {c.city for t in _split_tasks("test") for c in t.chains}
+    styles = _by_style(demos)
+    for style, group in styles.items():
+        for demo in group:
+            user = demo.messages[1]["content"]
+            task = next(t for q, t in train.items() if user.startswith(q))  # a training task, none held out
+            cities = [c.city for c in task.chains]
+            assert not set(cities) & test_cities
+            turns = [m for m in demo.messages if m["role"] == "assistant"]
+            assigned = [[a["prompt"] for a in _calls(t, ASSIGN_TASK)] for t in turns[:-1]]
+            assert _calls(turns[0], CREATE_SUBAGENT) and all(len(_calls(t, CREATE_SUBAGENT)) == 0 for t in turns[1:])
+            assert all(
+                a["agent"] == _calls(turns[0], CREATE_SUBAGENT)[0]["name"]
+                for t in turns
+                for a in _calls(t, ASSIGN_TASK)
+            )
+            answer = turns[-1]["content"]
+            if style == "parallel":  # every row in the first turn, then the whole table
+                assert len(assigned) == 1 and [oracle.assignment(c) for c in cities] == assigned[0]
+                assert (
+                    oracle.score(task, answer) == 1.0 and demo.meta["critical_steps"] == 1 + design.SUBAGENT_STEPS + 1
+                )
+            else:  # one row a turn, cut by the budget: the loop's message, then the rows it has
+                assert all(len(a) == 1 for a in assigned) and [a[0] for a in assigned] == [
+                    oracle.assignment(c) for c in cities[: len(assigned)]
+                ]
+                assert demo.messages[-2] == {"role": "user", "content": BUDGET_MESSAGE}
+                assert demo.meta["critical_steps"] > design.BUDGET
+                assert 0 < oracle.score(task, answer) < 1.0
+    worst_parallel = max(d.meta["critical_steps"] for d in styles["parallel"])
+    best_serial = min(d.meta["critical_steps"] for d in styles["serial"])
+    assert worst_parallel < best_serial
+    assert min(d.meta["item_f1"] for d in styles["parallel"]) > max(d.meta["item_f1"] for d in styles["serial"])
+
+
+def test_subagent_demos_walk_their_chain_and_reply_with_its_row(demos: list[Any]) -> None:
+    chains = {c.city: c for t in _train_tasks() for c in t.chains}
+    for demo in (d for d in demos if d.role == "subagent"):
+        chain = chains[demo.meta["row"][0]]
+        queries = [q for m in demo.messages for a in _calls(m, "search") for q in a["queries"]]
+        assert [q.strip() for q in queries] == [chain.city, chain.country, chain.capital]
+        reply = oracle.parse_notes(demo.messages[-1]["content"])
+        assert list(reply) == [chain.city]
+        assert reply[chain.city][:2] == [chain.country, chain.capital]
+        assert reply[chain.city][2].replace(",", "") == chain.population
+
+
+def test_every_demo_answers_from_a_prompt_that_fits_the_context(demos: list[Any], tokenizer: Any) -> None:
+    for demo in demos:
+        prompt = demo.messages[:-1]
+        assert len(render_ids(tokenizer, prompt, demo.tools)) < design.CONTEXT_TOKENS, demo.role
+        shown = [m for m in prompt if m["role"] == "tool" and m["content"].startswith("## Query")]
+        assert len(shown) <= 1  # older pages hidden, as the run's context policy hides them
+    agents = [d for d in demos if d.role == "agent"]
+    assert all(d.meta["critical_steps"] == design.BUDGET and 0 < d.meta["item_f1"] < 1 for d in agents)
+
+
+def test_the_run_settings_carry_the_share() -> None:
+    from verl_parl.cli.config import EmbeddedTaskConfig
+    from verl_parl.modelbuild.coldstart import default_spec
+    from verl_parl.settings.errors import ConfigError
+
+    parl = yaml.safe_load(CONFIG.read_text())["parl"]
+    assert 0.0 < parl["embedded"]["parallel_share"] < 1.0
+    assert EmbeddedTaskConfig().parallel_share is None  # the YAML default: the task's demonstrations decide
+    with pytest.raises(ConfigError, match="parallel_share"):
+        EmbeddedTaskConfig(task="widechain", parallel_share=1.5)
+    spec = default_spec("widechain", parallel_share=parl["embedded"]["parallel_share"])
+    assert spec.parallel_share == parl["embedded"]["parallel_share"]
+    assert spec.digest([]) != default_spec("widechain", parallel_share=0.25).digest([])
+    assert default_spec("research").parallel_share is None
+
+
+def _split_tasks(split: str) -> list[dataset.WideChainTask]:
+    import pandas as pd
+
+    from verl_parl.tasks.widechain.demos import demo_suite
+
+    folder = Path(demo_suite().folder.name)
+    return [dataset.task_of(row) for row in pd.read_parquet(folder / f"{split}.parquet").to_dict("records")]
+
+
+def _train_tasks() -> list[dataset.WideChainTask]:
+    from verl_parl.tasks.widechain.demos import demo_suite
+
+    return demo_suite().tasks

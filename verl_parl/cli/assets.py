@@ -34,8 +34,12 @@ def _embedded_spec(root: DictConfig) -> dict[str, Any]:
     return spec
 
 
+COLDSTART_KEYS = ("parallel_share",)
+"""``parl.embedded`` keys of the cold start, not of the data: left out of the data folder's name."""
+
+
 def _embedded_dir(root: DictConfig, spec: dict[str, Any]) -> Path:
-    key = json.dumps(spec, sort_keys=True)
+    key = json.dumps({k: v for k, v in spec.items() if k not in COLDSTART_KEYS}, sort_keys=True)
     return _cache_dir(root) / "data" / f"{spec['task']}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
@@ -88,7 +92,8 @@ def _coldstart_model(root: DictConfig) -> str:
     from verl_parl.modelbuild.coldstart import build_coldstart_model, default_spec
     from verl_parl.modelbuild.tiny import is_complete_build
 
-    spec = default_spec(str(root.parl.embedded.task))
+    share = root.parl.embedded.get("parallel_share")
+    spec = default_spec(str(root.parl.embedded.task), parallel_share=None if share is None else float(share))
     cache_dir = _cache_dir(root) / "models"
     key = (repr(spec), str(cache_dir))
     found = _coldstart_built.get(key)

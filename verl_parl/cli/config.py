@@ -52,12 +52,23 @@ class EmbeddedTaskConfig:
     n_val: int = IN_YAML
     seed: int = IN_YAML
     options: dict[str, Any] = IN_YAML  # the task's own settings (TaskSpec.check_options)
+    parallel_share: float | None = IN_YAML  # the cold start's share of parallel orchestrator plans
 
     def __post_init__(self) -> None:
         errors: list[str] = []
         _check(errors, _is_int(self.n_train) and self.n_train > 0, "parl.embedded.n_train: must be a positive int")
         _check(errors, _is_int(self.n_val) and self.n_val > 0, "parl.embedded.n_val: must be a positive int")
         _check(errors, _is_int(self.seed), "parl.embedded.seed: must be an int")
+        _check(
+            errors,
+            self.parallel_share is None
+            or (
+                isinstance(self.parallel_share, int | float)
+                and not isinstance(self.parallel_share, bool)
+                and 0.0 <= self.parallel_share <= 1.0
+            ),
+            f"parl.embedded.parallel_share: must be null or a share in [0, 1], got {self.parallel_share!r}",
+        )
         errors += self.task_errors()
         if errors:
             raise ConfigError(errors)

@@ -43,6 +43,7 @@ HELDOUT_METRICS = (
     ("held-out critical steps", "val-parl/critical_steps/mean"),
     ("held-out total steps", "val-parl/total_steps/mean"),
     ("held-out parallelism", "val-parl/parallelism/mean"),
+    ("held-out parallel episodes", "val-parl/parallel_episode/mean"),
     ("held-out spurious fraction", "val-parl/spurious_fraction/mean"),
     ("held-out looped", "val-parl/looped/mean"),
     ("held-out wide item-F1", "val-parl/wide/item_f1/mean"),

@@ -99,6 +99,7 @@ class ColdStartSpec:
     rehearsal: int = 0  # batches per cycle of the pretraining curriculum's last phase (needs pretrain)
     demos_per_role: int = 128
     fresh_names: float = 0.0  # share of demonstrations whose entity names are replaced (make_demos)
+    parallel_share: float | None = None  # share of orchestrator demonstrations planned in parallel (make_demos)
     unlikelihood: float = 0.0  # weight of the token-level unlikelihood loss on demonstrations (not rehearsal)
     steps: int = 800
     batch_size: int = 16
@@ -117,6 +118,8 @@ class ColdStartSpec:
             errors.append(f"unlikelihood={self.unlikelihood} must not be negative")
         if not 0.0 <= self.fresh_names <= 1.0:
             errors.append(f"fresh_names={self.fresh_names} must be a share in [0, 1]")
+        if self.parallel_share is not None and not 0.0 <= self.parallel_share <= 1.0:
+            errors.append(f"parallel_share={self.parallel_share} must be a share in [0, 1] or None")
         if self.warmup_steps < 0 or self.weight_decay < 0:
             errors.append("warmup_steps and weight_decay must not be negative")
         if not self.roles:
@@ -131,7 +134,9 @@ class ColdStartSpec:
             raise ValueError("invalid ColdStartSpec: " + "; ".join(errors))
 
     def demos(self) -> list[Demo]:
-        return make_demos(self.task, self.roles, self.demos_per_role, self.seed, self.fresh_names)
+        return make_demos(
+            self.task, self.roles, self.demos_per_role, self.seed, self.fresh_names, parallel_share=self.parallel_share
+        )
 
     def digest(self, demos: Sequence[Demo]) -> str:
         """16 hex digits over the recipe, the base model and the demonstrations' text."""
@@ -146,6 +151,7 @@ class ColdStartSpec:
                 for k, v in dataclasses.asdict(self).items()
                 if k not in ("base", "pretrain")
                 and not (k in ("fresh_names", "rehearsal", "unlikelihood") and v == 0)  # older digests
+                and not (k == "parallel_share" and v is None)
             },
             "pretrain": self.pretrain.digest() if self.pretrain is not None else None,
             "demos": content.hexdigest(),
@@ -185,10 +191,23 @@ subagents restating the header above their row, the query names the entity in 39
 are right (41% without the restated header; docs/cpu.md)."""
 
 
-def default_spec(task: str, *, reader: bool = False) -> ColdStartSpec:
-    """The cold-start recipe the default run uses for the registered ``task`` (its ``TaskSpec.coldstart``
-    over the plain defaults); ``reader=True`` starts from the pretrained reader instead (:data:`READER_RECIPE`)."""
-    return ColdStartSpec(task=task, **{**task_recipe(task), **(READER_RECIPE if reader else {})})
+SHORT_READER_RECIPE: dict[str, Any] = {
+    "base": DEEP_READER_MODEL,
+    "pretrain": READER_PRETRAIN,
+    "steps": 120,
+    "batch_size": 4,
+    "lr": 1.5e-3,
+    "demos_per_role": 64,
+    "rehearsal": 2,
+}
+"""``widechain``'s: 120 SFT steps of 4 from the reader, no fresh names; 890 s on 2 cores, too short (docs/tasks.md)."""
+
+
+def default_spec(task: str, *, reader: bool = False, parallel_share: float | None = None) -> ColdStartSpec:
+    """The cold-start recipe the default run uses for the registered ``task`` (its ``TaskSpec.coldstart`` over the
+    plain defaults); ``reader=True``: from :data:`READER_RECIPE`; ``parallel_share``: ``parl.embedded``'s."""
+    share = {} if parallel_share is None else {"parallel_share": parallel_share}
+    return ColdStartSpec(task=task, **{**task_recipe(task), **(READER_RECIPE if reader else {}), **share})
 
 
 # ------------------------------------------------------------------------------------------- encoding

@@ -27,6 +27,7 @@ from verl_parl.context.summarizer import make_summarizer
 from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
 from verl_parl.settings.run import run_value
 from verl_parl.swarm.accounting import critical_path
+from verl_parl.swarm.calls import BUDGET_MESSAGE
 from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.settings import swarm_settings
@@ -36,7 +37,6 @@ from verl_parl.traces.settings import trace_settings
 from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
 
 AGENT_NAME = "parl_swarm"
-BUDGET_MESSAGE = "The critical-step budget is exhausted. Give your final answer now, without tool calls."
 
 
 class ParlSwarmAgentLoop(SegmentedAgentLoop):

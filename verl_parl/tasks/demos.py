@@ -11,6 +11,9 @@ them from the task registry::
 
     register(TaskSpec(name="research", ..., demos={"agent": "my_tasks.demos:research_agent"}))
 
+An ``orchestrator`` source may also take ``parallel: bool``: its plan (all parts in one turn, or one a turn), so
+that :func:`make_demos` can mix the plans in a set proportion (``parallel_share``; the ``widechain`` task's does).
+
 Rules a source follows (checked by :func:`check_demo`): the first message is the system prompt the
 agent loop uses for that role, the second the user task; assistant tool calls are
 ``{"type": "function", "function": {"name": ..., "arguments": {dict}}}`` (a dict, which the chat
@@ -28,6 +31,7 @@ built-in task ``arithmetic`` (sources below) has three roles, matching the agent
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 from collections.abc import Callable
@@ -48,6 +52,7 @@ __all__ = [
     "Renamer",
     "check_demo",
     "make_demos",
+    "plan_flags",
 ]
 
 Message = dict[str, Any]
@@ -150,24 +155,59 @@ DEMO_SOURCES = DemoSources(use_task_registry=True)
 """The sources of every registered task (the task registry's), plus any registered here directly."""
 
 
+ORCHESTRATOR = "orchestrator"
+"""The role whose demonstrations may be told their plan (``parallel``) by :func:`make_demos`."""
+
+
 def make_demos(
-    task: str, roles: list[str] | tuple[str, ...], per_role: int, seed: int, fresh_names: float = 0.0
+    task: str,
+    roles: list[str] | tuple[str, ...],
+    per_role: int,
+    seed: int,
+    fresh_names: float = 0.0,
+    *,
+    parallel_share: float | None = None,
 ) -> list[Demo]:
     """``per_role`` demonstrations of each role, deterministic given ``seed`` (roles interleaved).
 
     A share ``fresh_names`` of them goes through the task's renamer (:meth:`DemoSources.register_renamer`),
-    so that a name's tokens cannot be remembered, only copied from the conversation."""
+    so that a name's tokens cannot be remembered, only copied from the conversation. With ``parallel_share``
+    set, the ``orchestrator`` source is called with ``parallel=True`` for exactly ``round(parallel_share *
+    per_role)`` of its demonstrations (at seeded places) and ``parallel=False`` for the others: a mixed start
+    in a known proportion (a source that takes no ``parallel`` raises); None leaves the plan to the source."""
     if not 0.0 <= fresh_names <= 1.0:
         raise ValueError(f"fresh_names={fresh_names} must be a share in [0, 1]")
     rngs = {role: random.Random(f"{seed}/{task}/{role}") for role in roles}
     sources = {role: DEMO_SOURCES.get(task, role) for role in roles}
-    demos = [sources[role](rngs[role]) for _ in range(per_role) for role in roles]
+    plans = plan_flags(task, per_role, seed, parallel_share) if ORCHESTRATOR in roles else None
+    if plans is not None and "parallel" not in inspect.signature(sources[ORCHESTRATOR]).parameters:
+        raise ValueError(f"the {task} task's orchestrator demonstrations take no plan: parallel_share must be None")
+    demos = [
+        sources[role](rngs[role], parallel=plans[i])  # type: ignore[call-arg]
+        if plans is not None and role == ORCHESTRATOR
+        else sources[role](rngs[role])
+        for i in range(per_role)
+        for role in roles
+    ]
     if fresh_names > 0:
         rename, rng = DEMO_SOURCES.renamer(task), random.Random(f"{seed}/{task}/fresh-names")
         demos = [rename(demo, rng) if rng.random() < fresh_names else demo for demo in demos]
     for demo in demos:
         check_demo(demo)
     return demos
+
+
+def plan_flags(task: str, count: int, seed: int, parallel_share: float | None) -> list[bool] | None:
+    """``count`` plans, ``True`` (parallel) for exactly ``round(parallel_share * count)`` of them at places
+    shuffled by ``seed``; None when ``parallel_share`` is None."""
+    if parallel_share is None:
+        return None
+    if not 0.0 <= parallel_share <= 1.0:
+        raise ValueError(f"parallel_share={parallel_share} must be a share in [0, 1]")
+    parallel = round(parallel_share * count)
+    flags = [True] * parallel + [False] * (count - parallel)
+    random.Random(f"{seed}/{task}/plans").shuffle(flags)
+    return flags
 
 
 def check_demo(demo: Demo) -> None:

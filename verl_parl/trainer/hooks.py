@@ -81,6 +81,7 @@ HELDOUT_FIELDS = (
     "critical_steps",
     "total_steps",
     "parallelism",
+    "parallel_episode",
     "num_assigned",
     "spurious_fraction",
     "looped",
@@ -115,6 +116,8 @@ def heldout_row(extra: Any) -> dict[str, float]:
     the scorer's ``r_perf``. ``critical_steps`` / ``total_steps`` / ``parallelism`` / ``num_assigned``: the swarm loop's
     accounting; a loop without subagents (``researcher``) counts each turn as one step of both and
     parallelism 0 (no subagent launched, as :func:`verl_parl.swarm.accounting.parallelism` defines).
+    ``parallel_episode``: 1 if some stage launched more than one subagent (parallelism above 1), else 0: its mean
+    is the share of parallel episodes (of a mixed cold start, say).
     ``spurious_fraction``: the ``parl`` reward's share of spurious subagents (:mod:`verl_parl.rewards.guard`);
     ``looped``: 1 if the ``parl`` reward found a loop in the response (:mod:`verl_parl.chat.repetition`);
     ``results_item_f1``: on table tasks, the item-F1 of the rows the subagents returned, as if the answer had
@@ -141,6 +144,8 @@ def heldout_row(extra: Any) -> dict[str, float]:
         found = next((v for v in map(_number, values) if v is not None), None)
         if found is not None:
             row[name] = found
+    if "parallelism" in row:
+        row["parallel_episode"] = float(row["parallelism"] > 1.0)
     return row
 
 

@@ -36,7 +36,7 @@ from verl_parl.context.settings import ContextSettings
 from verl_parl.rewards.scorers import table_scorer
 from verl_parl.rewards.table import markdown_rule
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
-from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.swarm.calls import ASSIGN_TASK, BUDGET_MESSAGE, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks.research.corpus import as_written
 from verl_parl.tasks.widechain import dataset, design
 from verl_parl.tools.runtime import ToolRuntime
@@ -84,6 +84,9 @@ class PlanResult:
     max_prompt_tokens: int  # the longest prompt any of the plan's agents generated from
     parallelism: float = 0.0
     complete: bool = False  # answered with every cell of every row
+    messages: tuple[Message, ...] = dataclasses.field(default=(), compare=False, repr=False)
+    """The plan's main agent's conversation as it last saw it (after its context policy's rewrites), ending with
+    its answer (and, when the budget forced it, the loop's budget message before it): a demonstration."""
 
 
 # ------------------------------------------------------------------------------------ reading pages
@@ -282,6 +285,7 @@ async def single_agent(
         turn = {"role": "assistant", "content": new_notes(ctx.messages, notes), "tool_calls": [tool_call]}
         await ctx.observe(turn, [text], limits)
     return PlanResult(
+        messages=tuple([*ctx.messages, {"role": "assistant", "content": answer}]) if answer else (),
         plan=f"single agent ({policy[0]})",
         rows=len(cities),
         critical_steps=turns,
@@ -309,6 +313,14 @@ async def subagent(
     chain: dataset.Chain, runtime: ToolRuntime, tokenizer: Any, limits: Limits
 ) -> tuple[SubagentRecord, int]:
     """One subagent on one row (``hide_tool_result``): its record for the accounting and its longest prompt."""
+    record, longest, _ = await subagent_run(chain, runtime, tokenizer, limits)
+    return record, longest
+
+
+async def subagent_run(
+    chain: dataset.Chain, runtime: ToolRuntime, tokenizer: Any, limits: Limits
+) -> tuple[SubagentRecord, int, list[Message]]:
+    """:func:`subagent`, and its conversation as it last saw it, ending with its reply (if it replied)."""
     messages = [{"role": "system", "content": SUBAGENT_PROMPT}, {"role": "user", "content": assignment(chain.city)}]
     ctx = _Context(tokenizer, messages, [runtime.tool.schema], "hide_tool_result")
     steps = tool_calls = 0
@@ -319,13 +331,14 @@ async def subagent(
         notes = visible_state(ctx.messages, [chain])
         name = next_name(chain, notes)
         if name is None:
-            row = render_notes([chain.city], notes).splitlines()[-1]
-            return SubagentRecord(steps, tool_calls, True, assignment(chain.city), f"{HEADER}\n{row}"), ctx.max_prompt
+            reply = f"{HEADER}\n{render_notes([chain.city], notes).splitlines()[-1]}"
+            record = SubagentRecord(steps, tool_calls, True, assignment(chain.city), reply)
+            return record, ctx.max_prompt, [*ctx.messages, {"role": "assistant", "content": reply}]
         tool_call, text = await _search(runtime, name)
         tool_calls += 1
         turn = {"role": "assistant", "content": new_notes(ctx.messages, notes), "tool_calls": [tool_call]}
         await ctx.observe(turn, [text], limits)
-    return SubagentRecord(steps, tool_calls, False, assignment(chain.city), "subagent failed"), ctx.max_prompt
+    return SubagentRecord(steps, tool_calls, False, assignment(chain.city), "subagent failed"), ctx.max_prompt, []
 
 
 async def orchestrator(
@@ -345,6 +358,8 @@ async def orchestrator(
             break
         exhausted = critical_steps(stages) >= limits.budget
         if batch is None or exhausted:  # the answer turn (forced once the budget is spent)
+            if exhausted:  # the loop tells the orchestrator so (swarm/orchestrator.py)
+                ctx.messages.append({"role": "user", "content": BUDGET_MESSAGE})
             stages.append(Stage(main_steps=1))
             answered = True
             break
@@ -362,6 +377,7 @@ async def orchestrator(
     answer = answer_text(cities, notes) if answered else ""
     launched = [len(s.subagents) for s in stages if s.subagents]
     return PlanResult(
+        messages=tuple([*ctx.messages, {"role": "assistant", "content": answer}]) if answered else (),
         plan="swarm" if parallel else "serial orchestrator",
         rows=len(cities),
         critical_steps=critical_steps(stages),

@@ -14,6 +14,8 @@ from verl_parl.registry import Register, TaskSpec
 from verl_parl.tasks import suites
 from verl_parl.tasks.widechain import design
 
+DEMOS = "verl_parl.tasks.widechain.demos"
+
 CONFIG_DEFAULTS: dict[str, Any] = {
     "reward.custom_reward_function.reward_kwargs.scorer": "table",
     "parl.researcher.tools": ["search"],
@@ -50,6 +52,8 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             description="wide tables whose rows are 3-page chains over long pages: a budget only a swarm fits",
             scorer="table",
             tools=("search",),
+            demos={role: f"{DEMOS}:widechain_{role}" for role in ("agent", "subagent", "orchestrator")},
+            coldstart="verl_parl.modelbuild.coldstart:SHORT_READER_RECIPE",  # from the pretrained reader (shipped)
             defaults=CONFIG_DEFAULTS,
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
