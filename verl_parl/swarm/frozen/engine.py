@@ -56,6 +56,8 @@ def replica_rollout_config(engine: str, max_model_len: int, tensor_parallel_size
 CPU_REPLICA_SETTINGS: dict[str, Any] = {
     "dtype": "float32",
     "enforce_eager": True,
+    "enable_sleep_mode": False,  # vLLM refuses sleep mode on CPU
+    "free_cache_engine": False,
     "engine_kwargs": {"vllm": {"kv_cache_memory_bytes": 256 * 2**20}},
 }
 
