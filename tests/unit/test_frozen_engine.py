@@ -190,3 +190,12 @@ def test_group_backend_refuses_a_group_started_with_other_settings() -> None:
         asyncio.run(backend.generate([1], {}))
     with pytest.raises(ValueError, match="parl_frozen_group"):
         check_group(group_info("vllm", "m", 1), serving)
+
+
+def test_replica_rollout_config_on_cpu_is_fp32_eager_with_an_explicit_kv_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    cfg = replica_rollout_config("vllm", 2048)
+    assert cfg.dtype == "float32" and cfg.enforce_eager is True
+    assert cfg.engine_kwargs.vllm.kv_cache_memory_bytes == 256 * 2**20
+    monkeypatch.setenv("VERL_PLATFORM", "cuda")
+    assert "engine_kwargs" not in replica_rollout_config("vllm", 2048)

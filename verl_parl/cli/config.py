@@ -203,6 +203,9 @@ def _unknown_keys(prefix: str, raw: dict[str, Any], cls: type, also: Iterable[st
 # whole-config checks: each takes the resolved config and returns error messages
 
 
+CPU_ROLLOUTS = ("hf", "vllm")  # hf: our server; vllm: verl's vLLM server on vLLM's CPU build (docs/engines.md)
+
+
 def check_profile(cfg: DictConfig) -> list[str]:
     """Combinations that cannot work on the CPU profile."""
     if cfg.parl.profile != "cpu":
@@ -228,11 +231,13 @@ def check_profile(cfg: DictConfig) -> list[str]:
     )
     name = arr.rollout.name
     _check(
-        errors, name == "hf", f"actor_rollout_ref.rollout.name: {name!r} needs a GPU; the CPU profile serves with 'hf'"
+        errors,
+        name in CPU_ROLLOUTS,
+        f"actor_rollout_ref.rollout.name: {name!r} needs a GPU; the CPU profile serves with {' or '.join(CPU_ROLLOUTS)}",
     )
     for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
         value = arr.rollout.get(key, 1)
-        _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 with the hf rollout backend")
+        _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 on the CPU profile")
     ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
     gpus = OmegaConf.select(cfg, "ray_kwargs.ray_init.num_gpus")
     _check(

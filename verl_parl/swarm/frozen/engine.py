@@ -33,19 +33,33 @@ def replica_rollout_config(engine: str, max_model_len: int, tensor_parallel_size
     """A standalone rollout config for one frozen replica: real weights (``load_format=auto``), no training."""
     from omegaconf import OmegaConf
 
+    from verl_parl.cpu import cpu_selected
+
     half = max(1, max_model_len // 2)
-    return OmegaConf.create(
-        {
-            "_target_": "verl.workers.config.RolloutConfig",
-            "name": engine,
-            "mode": "async",
-            "load_format": "auto",
-            "tensor_model_parallel_size": tensor_parallel_size,
-            "max_model_len": max_model_len,
-            "prompt_length": half,
-            "response_length": max_model_len - half,
-        }
-    )
+    config: dict[str, Any] = {
+        "_target_": "verl.workers.config.RolloutConfig",
+        "name": engine,
+        "mode": "async",
+        "load_format": "auto",
+        "tensor_model_parallel_size": tensor_parallel_size,
+        "max_model_len": max_model_len,
+        "prompt_length": half,
+        "response_length": max_model_len - half,
+    }
+    if cpu_selected():
+        config.update(CPU_REPLICA_SETTINGS)
+    return OmegaConf.create(config)
+
+
+# On the CPU platform (vLLM's CPU build): fp32, no CUDA graphs, and an explicit KV cache, since vLLM would
+# otherwise reserve gpu_memory_utilization of host memory (docs/engines.md). Same as the CPU profile's rollout.
+CPU_REPLICA_SETTINGS: dict[str, Any] = {
+    "dtype": "float32",
+    "enforce_eager": True,
+    "enable_sleep_mode": False,  # vLLM refuses sleep mode on CPU
+    "free_cache_engine": False,
+    "engine_kwargs": {"vllm": {"kv_cache_memory_bytes": 256 * 2**20}},
+}
 
 
 def replica_model_config(model_path: str) -> Any:
