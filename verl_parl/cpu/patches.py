@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
-from types import ModuleType
-import importlib.metadata
 import re
 import sys
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 import torch.distributed
