@@ -30,17 +30,9 @@ import pytest
 from verl_parl.modelbuild.shipped import SHIPPED_ROOT, WEIGHTS_FILE
 from verl_parl.swarm.frozen import get_backend
 from verl_parl.swarm.settings import SubagentServing
+from verl_parl.testing.engines import vllm_missing
 
-
-def _vllm_missing() -> str | None:
-    try:
-        import vllm  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - a broken build raises more than ImportError (torchvision's operators)
-        return f"import vllm failed ({type(exc).__name__}: {exc}); bash scripts/install.sh vllm installs it"
-    return None
-
-
-_MISSING = _vllm_missing()
+_MISSING = vllm_missing()
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
 
 MODEL = SHIPPED_ROOT / "coldstart-research"

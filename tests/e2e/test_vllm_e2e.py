@@ -24,17 +24,9 @@ from main_runs import MainRun, assert_trained
 from run_pool import RunSpec, shared_run
 
 from verl_parl.modelbuild.shipped import WEIGHTS_FILE
+from verl_parl.testing.engines import vllm_missing
 
-
-def _vllm_missing() -> str | None:
-    try:
-        import vllm  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - a broken build raises more than ImportError (torchvision's operators)
-        return f"import vllm failed ({type(exc).__name__}: {exc}); bash scripts/install.sh vllm installs it"
-    return None
-
-
-_MISSING = _vllm_missing()
+_MISSING = vllm_missing()
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
 
 STEPS = 2
