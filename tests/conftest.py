@@ -18,16 +18,19 @@ from main_runs import parl_reward_command  # noqa: E402 - after the assertion-re
 from run_pool import SHARED_RUNS, CtrlCAfterCheckpoint, RunPool, RunSpec, shared_run  # noqa: E402
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def main_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunPool]:
     """The pool that runs the shared ``main`` runs (``tests/e2e/run_pool.py``) the session's tests take, in test
-    order: by fixture, or by a parameter naming one (indirect parametrization)."""
+    order: by fixture, or by a parameter naming one (indirect parametrization). It starts with the session, so
+    the runs go on beside the unit tests that come first."""
     wanted = []
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         named = [*item.fixturenames, *(value for value in params.values() if isinstance(value, str))]
         wanted += [name for name in named if name in SHARED_RUNS]
     pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"))
+    if wanted:
+        pool.start()
     yield pool
     pool.close()
 

@@ -5,8 +5,9 @@ core, before its first step. So tests do not start runs themselves: a module dec
 :func:`shared_run` (a :class:`RunSpec`: overrides or a command, and optionally a :class:`Trigger` that breaks
 the run, e.g. Ctrl-C once a checkpoint is saved), and tests take the finished :class:`MainRun` as a fixture
 and assert on it (one run, many checks). The session's :class:`RunPool` (fixture ``main_runs`` in
-``tests/conftest.py``) runs the runs the selected tests want, in test order, at most two at a time, so that
-the next one starts while a test waits for the one before.
+``tests/conftest.py``) runs the runs the selected tests want, in test order, at most two at a time, from the
+start of the session: the unit tests before them leave a core idle much of the time (a test waiting for a
+server, a subprocess or a sandbox), and the runs fill it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from verl_parl.testing.environ import child_environ
 RUN_TIMEOUT_S = 1200  # a run still going after this is killed (its tests then fail on its exit code)
 STOP_TIMEOUT_S = 300  # a run its trigger broke must have exited this long after
 LEFT_TIMEOUT_S = 60  # after a run exits, how long its session's processes (Ray's) get to go away
+RUN_NICENESS = 10  # runs yield the cores to the tests that run beside them
 
 
 class Trigger(Protocol):
@@ -86,6 +88,8 @@ class Launch:
         # its logs and reports: a run that resumes another's folder keeps its own beside that run's
         self.logs = path if spec.resumes is None else path / name
         command = list(spec.command) or main_command(self.run_dir, *spec.overrides)
+        # at a lower priority than the tests beside it: a run takes the cores the tests leave idle (nice execs)
+        command = ["nice", "-n", str(RUN_NICENESS), *command]
         env = child_environ({**spec.env, "OMP_NUM_THREADS": "1"})  # two runs' trainers share the 2 cores
         self.logs.mkdir(parents=True, exist_ok=True)
         with (
@@ -143,8 +147,8 @@ class Launch:
 
 class RunPool:
     """Runs the shared runs a session's tests want, each once, at most ``width`` at a time, in test order (a
-    run asked for goes first). From the first :meth:`result` on, a thread polls the runs every half second
-    (triggers fire on time while a test asserts) and starts the next in line. Every run is in a session of its
+    run asked for goes first). From :meth:`start` (or the first :meth:`result`) on, a thread polls the runs every
+    half second (triggers fire on time while a test asserts) and starts the next in line. Every run is in a session of its
     own; :meth:`close` kills what is left."""
 
     def __init__(
@@ -175,9 +179,7 @@ class RunPool:
         with self._lock:
             if name not in self.done and name not in self.errors:
                 self._enqueue(name, first=True)
-            if self._poller is None:
-                self._poller = threading.Thread(target=self._poll, name="run-pool", daemon=True)
-                self._poller.start()
+        self.start()
         while True:
             with self._lock:
                 if self._crashed is not None:
@@ -187,6 +189,13 @@ class RunPool:
                 if name in self.done:
                     return self.done[name]
             time.sleep(0.2)
+
+    def start(self) -> None:
+        """Start polling (and so the runs in line); :meth:`result` does if this has not."""
+        with self._lock:
+            if self._poller is None:
+                self._poller = threading.Thread(target=self._poll, name="run-pool", daemon=True)
+                self._poller.start()
 
     def close(self) -> None:
         self._stop.set()

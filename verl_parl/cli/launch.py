@@ -60,17 +60,21 @@ HELDOUT_METRICS = (
 
 def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     """Resolve the config (building cached assets), load plugins and validate; raise ConfigError."""
-    import verl  # noqa: F401 - runs verl's plugin loading (our CPU backend) in this process
-
     from verl_parl.cli import assets
     from verl_parl.host import manager as plugins
     from verl_parl.registry import PluginError
+
+    try:  # before anything is built or verl imported (~8 s): a broken plugin fails the run at once
+        pm = plugins.get_plugin_manager()
+    except PluginError as exc:
+        raise ConfigError([f"plugins: {exc}"]) from exc
+    import verl  # noqa: F401 - runs verl's plugin loading (our CPU backend) in this process
+
     from verl_parl.trainer import verl_plugin
 
-    try:  # before any asset is built: a broken plugin fails the run at once
+    try:
         verl_plugin.ensure_loaded()
-        pm = plugins.get_plugin_manager()
-    except (PluginError, verl_plugin.VerlPluginError) as exc:
+    except verl_plugin.VerlPluginError as exc:
         raise ConfigError([f"plugins: {exc}"]) from exc
     apply_task_defaults(cfg, overrides)
     errors: list[str] = []

@@ -19,6 +19,7 @@ and logs on stderr.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -33,9 +34,27 @@ CONFIG_NAME = "parl_trainer"
 
 
 def gpu_visible() -> bool:
+    """torch sees a GPU. Without a GPU's device nodes (NVIDIA's, or ROCm's ``/dev/kfd``) it cannot, and the
+    answer comes without importing torch (~3 s): a config error is then reported in about a second."""
+    if not any(Path("/dev").glob("nvidia[0-9]*")) and not Path("/dev/kfd").exists():
+        return False
     import torch
 
     return torch.cuda.is_available()
+
+
+def verl_config_searchpath(argv: list[str]) -> list[str]:
+    """``argv`` with verl's config folder on Hydra's search path as a ``file://`` path, found without importing
+    verl: ``pkg://verl.trainer.config`` (the entry config's, for Hydra's compose API) imports verl, and with it
+    torch and transformers, ~7 s before the first override is checked. A search path given on the command line
+    is left as it is."""
+    if any(arg.lstrip("+").startswith("hydra.searchpath") for arg in argv):
+        return argv
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        return argv  # Hydra names the missing package
+    folder = Path(spec.submodule_search_locations[0]) / "trainer" / "config"
+    return [*argv, f"hydra.searchpath=[file://{folder}]"]
 
 
 def choose_profile(argv: list[str]) -> tuple[str, list[str]]:
@@ -79,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     from verl_parl.cli.assets import building, register_resolver
 
     register_resolver()
-    sys.argv = [sys.argv[0], *args]
+    sys.argv = [sys.argv[0], *verl_config_searchpath(args)]
     # Hydra merges YAML values over ${parl_asset:...} ones while composing, and OmegaConf dereferences
     # them to do so: build nothing then (a recipe overriding model.path would build the cold start).
     # launch.prepare resolves the config, and so builds the assets it still names, explicitly.
