@@ -147,9 +147,9 @@ class Launch:
 
 class RunPool:
     """Runs the shared runs a session's tests want, each once, at most ``width`` at a time, in test order (a
-    run asked for goes first). From :meth:`start` (or the first :meth:`result`) on, a thread polls the runs every
-    half second (triggers fire on time while a test asserts) and starts the next in line. Every run is in a session of its
-    own; :meth:`close` kills what is left."""
+    run asked for goes first). From :meth:`start` (or the first :meth:`result`) on, a thread polls the runs
+    every half second (triggers fire on time while a test asserts) and starts the next in line. Every run is in a
+    session of its own; :meth:`close` kills what is left."""
 
     def __init__(
         self,
