@@ -49,7 +49,8 @@ def frozen_model() -> Path:
 
 @shared_run
 def vllm_swarm_run(path: Path) -> RunSpec:
-    """2 steps of parl_swarm, the policy and the dedicated frozen group on vLLM."""
+    """2 steps of parl_swarm, the policy and the dedicated frozen group on vLLM. verl starts the frozen replica on
+    a pool of (logical) GPUs of its own: the CPU profile declares one for it besides the trainer's."""
     if _MISSING:
         pytest.skip(_MISSING)
     path.mkdir(parents=True)
@@ -65,9 +66,6 @@ def vllm_swarm_run(path: Path) -> RunSpec:
             "actor_rollout_ref.rollout.name=vllm",
             "parl.subagent.mode=dedicated",
             "parl.subagent.engine=vllm",
-            # verl starts each standalone replica on its own pool of (logical) GPUs: one for the trainer, one for
-            # the frozen replica (with the profile's 1, the group fails: no GPU left for its resource pool)
-            "ray_kwargs.ray_init.num_gpus=2",
             "parl.traces.train_fraction=1.0",
             "algorithm.rollout_correction.bypass_mode=false",  # verl's old-log-prob forward, where the gap is logged
         )

@@ -199,3 +199,28 @@ def test_replica_rollout_config_on_cpu_is_fp32_eager_with_an_explicit_kv_cache(m
     assert cfg.engine_kwargs.vllm.kv_cache_memory_bytes == 256 * 2**20
     monkeypatch.setenv("VERL_PLATFORM", "cuda")
     assert "engine_kwargs" not in replica_rollout_config("vllm", 2048)
+
+
+@pytest.mark.parametrize(
+    ("engine", "profile", "overrides", "expected"),
+    [
+        ("vllm", "cpu", [], 1 + 2),  # one logical GPU per replica besides the trainer's rank
+        ("sglang", "cpu", [], 1 + 2),
+        ("hf", "cpu", [], 1),  # our HF servers are plain Ray actors: no GPU resource
+        ("vllm", "gpu", [], 1),  # on GPUs Ray counts the real ones
+        ("vllm", "cpu", ["ray_kwargs.ray_init.num_gpus=5"], 1),  # given on the command line: kept as composed
+    ],
+)
+def test_cpu_profile_adds_a_logical_gpu_per_frozen_engine_replica(
+    engine: str, profile: str, overrides: list[str], expected: int
+) -> None:
+    from verl_parl.cli.config import ParlConfig, add_frozen_replica_gpus
+    from verl_parl.swarm.settings import SwarmSettings
+
+    serving = SubagentServing(mode="dedicated", engine=engine, instances=2)
+    parl = ParlConfig(output_dir="run", profile=profile, swarm=SwarmSettings(subagent=serving))
+    cfg = OmegaConf.create(
+        {"trainer": {"n_gpus_per_node": 1, "nnodes": 1}, "ray_kwargs": {"ray_init": {"num_gpus": 1}}}
+    )
+    add_frozen_replica_gpus(cfg, parl, overrides)
+    assert cfg.ray_kwargs.ray_init.num_gpus == expected

@@ -421,3 +421,17 @@ def build_settings(cfg: DictConfig, parl: ParlConfig) -> ParlConfig:
     )
     hand_over(cfg, built)
     return built
+
+
+def add_frozen_replica_gpus(cfg: DictConfig, parl: ParlConfig, overrides: list[str]) -> None:
+    """On the CPU profile, one more logical GPU (``ray_kwargs.ray_init.num_gpus``) per dedicated frozen replica on
+    vLLM or SGLang: verl starts each replica in a resource pool of its own (logical) GPUs, and the profile's
+    count holds the trainer's ranks only. A count given on the command line is kept."""
+    serving = parl.swarm.subagent if parl.swarm is not None else None
+    if parl.profile != "cpu" or serving is None or serving.mode != "dedicated" or serving.engine in (None, "hf"):
+        return
+    if any(override.lstrip("+~").startswith("ray_kwargs.ray_init.num_gpus") for override in overrides):
+        return
+    ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    with open_dict(cfg):
+        cfg.ray_kwargs.ray_init.num_gpus = ranks + serving.instances

@@ -15,7 +15,15 @@ from typing import IO, Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.cli import console, failures
-from verl_parl.cli.config import ConfigError, ParlConfig, build_settings, check_override_types, parse_parl, validate
+from verl_parl.cli.config import (
+    ConfigError,
+    ParlConfig,
+    add_frozen_replica_gpus,
+    build_settings,
+    check_override_types,
+    parse_parl,
+    validate,
+)
 from verl_parl.settings.handoff import without_handover
 from verl_parl.trainer import resume
 
@@ -101,7 +109,9 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         raise ConfigError(list(dict.fromkeys(errors + exc.errors))) from None
     if errors:
         raise ConfigError(errors)
-    return build_settings(cfg, parl)
+    built = build_settings(cfg, parl)
+    add_frozen_replica_gpus(cfg, built, overrides)
+    return built
 
 
 def _plugin_errors(pm: Any, cfg: DictConfig, *, only: tuple[str, ...] | None = None) -> list[str]:
