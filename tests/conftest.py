@@ -21,18 +21,30 @@ from run_pool import SHARED_RUNS, CtrlCAfterCheckpoint, RunPool, RunSpec, shared
 @pytest.fixture(scope="session", autouse=True)
 def main_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunPool]:
     """The pool that runs the shared ``main`` runs (``tests/e2e/run_pool.py``) the session's tests take, in test
-    order: by fixture, or by a parameter naming one (indirect parametrization). It starts with the session, so
-    the runs go on beside the unit tests that come first."""
-    wanted = []
-    for item in request.session.items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        named = [*item.fixturenames, *(value for value in params.values() if isinstance(value, str))]
-        wanted += [name for name in named if name in SHARED_RUNS]
+    order. It starts with the session, one run at a time, beside the tests that take none (they come first)."""
+    wanted = [name for item in request.session.items for name in shared_runs_of(item)]
     pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"))
     if wanted:
-        pool.start()
+        pool.start(width=EARLY_WIDTH)
     yield pool
     pool.close()
+
+
+EARLY_WIDTH = 1
+"""Shared runs at a time while the other tests run (a run alone keeps a core busy, the tests the other); the
+pool's full width (2) once a test waits for a run."""
+
+
+def shared_runs_of(item: pytest.Item) -> list[str]:
+    """The shared runs a test takes: by fixture, or by a parameter naming one (indirect parametrization)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    named = [*getattr(item, "fixturenames", ()), *(value for value in params.values() if isinstance(value, str))]
+    return [name for name in named if name in SHARED_RUNS]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that take a shared run go last, in their order: the runs go on beside every other test."""
+    items.sort(key=lambda item: bool(shared_runs_of(item)))
 
 
 @pytest.fixture(scope="module")

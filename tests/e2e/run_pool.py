@@ -159,7 +159,7 @@ class RunPool:
         registry: dict[str, Callable[[Path], RunSpec]] = SHARED_RUNS,
     ) -> None:
         self.basetemp = basetemp
-        self.width = width
+        self.full_width = self.width = width
         self.registry = registry
         self.queue: list[str] = []
         self.specs: dict[str, RunSpec] = {}
@@ -175,11 +175,12 @@ class RunPool:
             self._enqueue(name)
 
     def result(self, name: str) -> MainRun:
-        """The finished run ``name``, started now (first in line) unless it already has been."""
+        """The finished run ``name``, started now (first in line) unless it already has been. From now on the
+        pool runs at its full ``width``: a test is waiting."""
         with self._lock:
             if name not in self.done and name not in self.errors:
                 self._enqueue(name, first=True)
-        self.start()
+        self.start(self.full_width)
         while True:
             with self._lock:
                 if self._crashed is not None:
@@ -190,9 +191,11 @@ class RunPool:
                     return self.done[name]
             time.sleep(0.2)
 
-    def start(self) -> None:
-        """Start polling (and so the runs in line); :meth:`result` does if this has not."""
+    def start(self, width: int | None = None) -> None:
+        """Start polling (and so the runs in line), at most ``width`` runs at a time until :meth:`result` is
+        first called (default: the full ``width``)."""
         with self._lock:
+            self.width = self.full_width if width is None else width
             if self._poller is None:
                 self._poller = threading.Thread(target=self._poll, name="run-pool", daemon=True)
                 self._poller.start()
