@@ -5,6 +5,7 @@ verl_parl.main`` runs that end-to-end and fault tests share (one run, many check
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,9 +26,20 @@ def main_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     wanted = [name for item in request.session.items for name in shared_runs_of(item)]
     pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"))
     if wanted:
+        one_core_for_the_tests()
         pool.start(width=EARLY_WIDTH)
     yield pool
     pool.close()
+
+
+def one_core_for_the_tests() -> None:
+    """One torch thread in this process and the processes its tests start, while a run computes beside them: two
+    threads that share their cores with a run wait for each other at every parallel region (a 1-minute training
+    test took over 10 minutes so)."""
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 EARLY_WIDTH = 1
