@@ -5,7 +5,6 @@ verl_parl.main`` runs that end-to-end and fault tests share (one run, many check
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,44 +18,18 @@ from main_runs import parl_reward_command  # noqa: E402 - after the assertion-re
 from run_pool import SHARED_RUNS, CtrlCAfterCheckpoint, RunPool, RunSpec, shared_run  # noqa: E402
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def main_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunPool]:
     """The pool that runs the shared ``main`` runs (``tests/e2e/run_pool.py``) the session's tests take, in test
-    order. It starts with the session, one run at a time, beside the tests that take none (they come first)."""
-    wanted = [name for item in request.session.items for name in shared_runs_of(item)]
+    order: by fixture, or by a parameter naming one (indirect parametrization)."""
+    wanted = []
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        named = [*item.fixturenames, *(value for value in params.values() if isinstance(value, str))]
+        wanted += [name for name in named if name in SHARED_RUNS]
     pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"))
-    if wanted:
-        one_core_for_the_tests()
-        pool.start(width=EARLY_WIDTH)
     yield pool
     pool.close()
-
-
-def one_core_for_the_tests() -> None:
-    """One torch thread in this process and the processes its tests start, while a run computes beside them: two
-    threads that share their cores with a run wait for each other at every parallel region (a 1-minute training
-    test took over 10 minutes so)."""
-    import torch
-
-    os.environ["OMP_NUM_THREADS"] = "1"
-    torch.set_num_threads(1)
-
-
-EARLY_WIDTH = 1
-"""Shared runs at a time while the other tests run (a run alone keeps a core busy, the tests the other); the
-pool's full width (2) once a test waits for a run."""
-
-
-def shared_runs_of(item: pytest.Item) -> list[str]:
-    """The shared runs a test takes: by fixture, or by a parameter naming one (indirect parametrization)."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    named = [*getattr(item, "fixturenames", ()), *(value for value in params.values() if isinstance(value, str))]
-    return [name for name in named if name in SHARED_RUNS]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that take a shared run go last, in their order: the runs go on beside every other test."""
-    items.sort(key=lambda item: bool(shared_runs_of(item)))
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,8 @@ core, before its first step. So tests do not start runs themselves: a module dec
 :func:`shared_run` (a :class:`RunSpec`: overrides or a command, and optionally a :class:`Trigger` that breaks
 the run, e.g. Ctrl-C once a checkpoint is saved), and tests take the finished :class:`MainRun` as a fixture
 and assert on it (one run, many checks). The session's :class:`RunPool` (fixture ``main_runs`` in
-``tests/conftest.py``) runs the runs the selected tests want, in test order, at most two at a time, from the
-start of the session: the unit tests before them leave a core idle much of the time (a test waiting for a
-server, a subprocess or a sandbox), and the runs fill it.
+``tests/conftest.py``) runs the runs the selected tests want, in test order, at most two at a time, so that
+the next one starts while a test waits for the one before.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from verl_parl.testing.environ import child_environ
 RUN_TIMEOUT_S = 1200  # a run still going after this is killed (its tests then fail on its exit code)
 STOP_TIMEOUT_S = 300  # a run its trigger broke must have exited this long after
 LEFT_TIMEOUT_S = 60  # after a run exits, how long its session's processes (Ray's) get to go away
-RUN_NICENESS = 10  # runs yield the cores to the tests that run beside them
 
 
 class Trigger(Protocol):
@@ -88,8 +86,6 @@ class Launch:
         # its logs and reports: a run that resumes another's folder keeps its own beside that run's
         self.logs = path if spec.resumes is None else path / name
         command = list(spec.command) or main_command(self.run_dir, *spec.overrides)
-        # at a lower priority than the tests beside it: a run takes the cores the tests leave idle (nice execs)
-        command = ["nice", "-n", str(RUN_NICENESS), *command]
         env = child_environ({**spec.env, "OMP_NUM_THREADS": "1"})  # two runs' trainers share the 2 cores
         self.logs.mkdir(parents=True, exist_ok=True)
         with (
@@ -147,9 +143,9 @@ class Launch:
 
 class RunPool:
     """Runs the shared runs a session's tests want, each once, at most ``width`` at a time, in test order (a
-    run asked for goes first). From :meth:`start` (or the first :meth:`result`) on, a thread polls the runs
-    every half second (triggers fire on time while a test asserts) and starts the next in line. Every run is in a
-    session of its own; :meth:`close` kills what is left."""
+    run asked for goes first). From the first :meth:`result` on, a thread polls the runs every half second
+    (triggers fire on time while a test asserts) and starts the next in line. Every run is in a session of its
+    own; :meth:`close` kills what is left."""
 
     def __init__(
         self,
@@ -159,7 +155,7 @@ class RunPool:
         registry: dict[str, Callable[[Path], RunSpec]] = SHARED_RUNS,
     ) -> None:
         self.basetemp = basetemp
-        self.full_width = self.width = width
+        self.width = width
         self.registry = registry
         self.queue: list[str] = []
         self.specs: dict[str, RunSpec] = {}
@@ -175,12 +171,13 @@ class RunPool:
             self._enqueue(name)
 
     def result(self, name: str) -> MainRun:
-        """The finished run ``name``, started now (first in line) unless it already has been. From now on the
-        pool runs at its full ``width``: a test is waiting."""
+        """The finished run ``name``, started now (first in line) unless it already has been."""
         with self._lock:
             if name not in self.done and name not in self.errors:
                 self._enqueue(name, first=True)
-        self.start(self.full_width)
+            if self._poller is None:
+                self._poller = threading.Thread(target=self._poll, name="run-pool", daemon=True)
+                self._poller.start()
         while True:
             with self._lock:
                 if self._crashed is not None:
@@ -190,15 +187,6 @@ class RunPool:
                 if name in self.done:
                     return self.done[name]
             time.sleep(0.2)
-
-    def start(self, width: int | None = None) -> None:
-        """Start polling (and so the runs in line), at most ``width`` runs at a time until :meth:`result` is
-        first called (default: the full ``width``)."""
-        with self._lock:
-            self.width = self.full_width if width is None else width
-            if self._poller is None:
-                self._poller = threading.Thread(target=self._poll, name="run-pool", daemon=True)
-                self._poller.start()
 
     def close(self) -> None:
         self._stop.set()

@@ -3,7 +3,7 @@ worker killed, Ctrl-C, the run folder's disk full. Each run is broken by its tri
 initialized; the rollout server as step 1 starts; the disk once step 1's metrics are written; Ctrl-C once step 2's
 checkpoint is saved), and the tests check that it stopped with a clear last line and a non-zero exit, that every
 process it started is gone, and that the metrics of the steps before (if any) are intact in ``metrics.jsonl``. The
-runs are shared runs (``tests/e2e/run_pool.py``: started with the session, two at a time); the Ctrl-C one is the
+runs are shared runs (``tests/e2e/run_pool.py``: started ahead, two at a time); the Ctrl-C one is the
 shared PARL-reward run's (``tests/conftest.py``), which the resume test then resumes.
 
 "Every process it started": the run is started in a new session (``start_new_session``); Ray's
