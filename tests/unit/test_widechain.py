@@ -305,3 +305,58 @@ def _train_tasks() -> list[dataset.WideChainTask]:
     from verl_parl.tasks.widechain.demos import demo_suite
 
     return demo_suite().tasks
+
+
+def _hermes(calls: list[dict[str, Any]]) -> str:
+    """Tool calls as the model writes them (``<tool_call>`` blocks)."""
+    import json
+
+    return "".join(
+        f"<tool_call>\n{json.dumps({'name': c['function']['name'], 'arguments': c['function']['arguments']})}\n"
+        "</tool_call>"
+        for c in calls
+    )
+
+
+def test_heldout_prompts_are_the_runs_first_prompts_and_score_the_assignments() -> None:
+    """What ``python -m verl_parl.modelbuild coldstart --task widechain --evaluate N`` measures: the run's first
+    orchestrator prompt on held-out tasks, and whether the first turn's assignments name their cities."""
+    from verl_parl.modelbuild.coldstart_eval import HELDOUT_ORCHESTRATIONS, assignment_scores
+    from verl_parl.swarm.calls import ASSIGN_TASK
+    from verl_parl.tasks.widechain.demos import heldout_orchestrations, heldout_subagents
+
+    assert HELDOUT_ORCHESTRATIONS["widechain"].endswith(":heldout_orchestrations")
+    train_cities = {c.city for t in _train_tasks() for c in t.chains}
+    val = _split_tasks("val")[:3]
+    orchestrations = heldout_orchestrations(3)
+    for index, (demo, task) in enumerate(zip(orchestrations, val, strict=True)):
+        assert demo.first_prompt == dataset.make_row(task, index, "val")["prompt"]
+        cities = [c.city for c in task.chains]
+        assert demo.meta["entities"] == cities and not set(cities) & train_cities
+        swarm = [oracle.call(ASSIGN_TASK, {"agent": "finder", "prompt": oracle.assignment(c)}) for c in cities]
+        assert assignment_scores(cities, _hermes(swarm)) == (len(cities), len(cities), len(cities))
+        stuttered = [oracle.call(ASSIGN_TASK, {"agent": "finder", "prompt": oracle.assignment("San San San")})]
+        assert assignment_scores(cities, _hermes(stuttered * 2)) == (2, 0, 0)
+    subagents = heldout_subagents(4)
+    assert [d.meta["entity"] for d in subagents] == [c.city for t in val for c in t.chains][:4]
+    assert all(d.first_prompt[1]["content"] == oracle.assignment(d.meta["entity"]) for d in subagents)
+
+
+def test_fresh_names_rename_a_demo_consistently() -> None:
+    """The cold start's fresh names (the research renamer; both suites share one world): a subagent's three searches
+    still walk its chain, under the new names, and its reply is the renamed row."""
+    from verl_parl.modelbuild.coldstart import WIDECHAIN_RECIPE
+    from verl_parl.tasks.demos import make_demos
+
+    assert WIDECHAIN_RECIPE["start_from"] == "coldstart-research" and WIDECHAIN_RECIPE["fresh_names"] > 0
+    plain = make_demos("widechain", ("subagent",), 3, 0)
+    fresh = make_demos("widechain", ("subagent",), 3, 0, fresh_names=1.0)
+    for before, after in zip(plain, fresh, strict=True):
+        queries = [q.strip() for m in after.messages for a in _calls(m, "search") for q in a["queries"]]
+        assert len(queries) == 3 and queries != [
+            q.strip() for m in before.messages for a in _calls(m, "search") for q in a["queries"]
+        ]
+        city, country, capital = after.meta["row"][:3]
+        assert queries == [city, country, capital]
+        assert oracle.parse_notes(after.messages[-1]["content"])[city][:2] == [country, capital]
+        assert after.messages[1]["content"] == oracle.assignment(city)
