@@ -69,9 +69,8 @@ class Demo:
 
     @property
     def first_prompt(self) -> list[Message]:
-        """The messages before the first assistant turn (what the model sees at its first turn); all of them for a
-        prompt without one (held-out prompts whose turns are generated)."""
-        first = next((i for i, m in enumerate(self.messages) if m["role"] == "assistant"), len(self.messages))
+        """The messages before the first assistant turn (what the model sees at its first turn)."""
+        first = next(i for i, m in enumerate(self.messages) if m["role"] == "assistant")
         return self.messages[:first]
 
 
