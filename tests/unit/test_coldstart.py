@@ -381,23 +381,3 @@ def test_rehearsal_mixes_the_pretraining_curriculum_into_the_sft(tokenizer: PreT
     batches = _batches(demo + examples, 4, 40, random.Random(0), {"orchestrator": 6, REHEARSAL: 2})
     assert sum(b[0].role == REHEARSAL for b in batches) == 10
     assert ColdStartSpec(base=SMALL, pretrain=pretrain).digest([]) != spec.digest([])
-
-
-def test_start_from_fine_tunes_a_shipped_checkpoint_and_keys_the_cache(tmp_path: Path) -> None:
-    """``start_from`` (widechain's recipe starts from the research cold start): SFT from that shipped folder's
-    weights, a digest of its own, and no change to the digest of a spec without it (the shipped checkpoints')."""
-    from verl_parl.modelbuild import shipped
-
-    with pytest.raises(ValueError, match="start_from='no-such-checkpoint' must name a shipped checkpoint"):
-        ColdStartSpec(start_from="no-such-checkpoint")
-    start = shipped.SHIPPED_ROOT / "coldstart-arithmetic"
-    spec = ColdStartSpec(start_from=start.name, demos_per_role=2, steps=2, batch_size=2, lr=1e-4, warmup_steps=0)
-    plain = ColdStartSpec(demos_per_role=2, steps=2, batch_size=2, lr=1e-4, warmup_steps=0)
-    assert spec.digest([]) != plain.digest([])
-    path = build_coldstart_model(spec, tmp_path, progress=False)
-    assert build_info(path)["base"] == start.name
-    assert not list(tmp_path.glob("tiny-*"))  # the base model was not built: the shipped weights were the start
-    trained = AutoModelForCausalLM.from_pretrained(path).state_dict()
-    shipped_weights = AutoModelForCausalLM.from_pretrained(start).state_dict()
-    deltas = [float((trained[k] - shipped_weights[k]).abs().max()) for k in shipped_weights]
-    assert 0 < max(deltas) < 0.01  # moved a little from the shipped weights (2 steps at 1e-4), not from scratch

@@ -134,14 +134,6 @@ def _add_coldstart(commands: Any) -> None:
         help="share of demonstrations whose entity names are replaced by fresh ones (default: the recipe's)",
     )
     cold.add_argument(
-        "--parallel-share",
-        type=float,
-        default=None,
-        metavar="SHARE",
-        help="share of orchestrator demonstrations planned in parallel, as parl.embedded.parallel_share "
-        "(widechain's run: 0.5; default: none, the task's demonstrations decide)",
-    )
-    cold.add_argument(
         "--unlikelihood",
         type=float,
         default=None,
@@ -162,9 +154,7 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         if getattr(args, name) is not None
     }
     try:
-        spec = dataclasses.replace(
-            default_spec(args.task, reader=args.reader, parallel_share=args.parallel_share), **changes
-        )
+        spec = dataclasses.replace(default_spec(args.task, reader=args.reader), **changes)
     except ValueError as error:
         parser.error(str(error))
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
@@ -178,12 +168,7 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
         info = build_info(path)
         print(f"SFT: {spec.steps} steps, {info['train_seconds']} s, final loss {info['final_loss']}", file=sys.stderr)
-        print(
-            format_table(
-                evaluate_checkpoint(path, task=spec.task, samples=args.evaluate, parallel_share=spec.parallel_share)
-            ),
-            file=sys.stderr,
-        )
+        print(format_table(evaluate_checkpoint(path, task=spec.task, samples=args.evaluate)), file=sys.stderr)
         if spec.task == "research":
             from verl_parl.modelbuild.coldstart_eval import (
                 evaluate_assignments,
@@ -197,15 +182,6 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
             print(f"held-out subagent neighbour lists (greedy): {json.dumps(lists.as_dict())}", file=sys.stderr)
             assignments = evaluate_assignments(*_load(path), n=args.evaluate)
             print(f"held-out orchestrator first turns (greedy): {json.dumps(assignments.as_dict())}", file=sys.stderr)
-        if spec.task == "widechain":
-            from verl_parl.modelbuild.coldstart_eval import evaluate_assignments, evaluate_first_queries
-
-            queries = evaluate_first_queries(*_load(path), n=args.evaluate)
-            print(f"held-out subagent first searches (greedy): {json.dumps(queries.as_dict())}", file=sys.stderr)
-            assignments = evaluate_assignments(*_load(path), n=args.evaluate, task="widechain", max_tokens=512)
-            print(f"held-out orchestrator first turns (greedy): {json.dumps(assignments.as_dict())}", file=sys.stderr)
-            for example in assignments.examples[:2]:
-                print(f"  e.g. {example[:400]!r}", file=sys.stderr)
     print(path)
     return 0
 

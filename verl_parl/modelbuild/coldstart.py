@@ -88,14 +88,11 @@ class ColdStartSpec:
     """Everything that decides the cold-start checkpoint, besides the demonstrations' content.
 
     With ``pretrain`` set, SFT starts from that pretrained checkpoint (:mod:`verl_parl.modelbuild.pretrain`),
-    whose shape must be ``base``; otherwise from the randomly initialised ``base``. With ``start_from`` set, it
-    starts from that shipped checkpoint instead (a folder of ``verl_parl/modelbuild/weights/``, e.g. another
-    task's cold start); ``pretrain`` then still gives the rehearsal curriculum.
+    whose shape must be ``base``; otherwise from the randomly initialised ``base``.
     """
 
     base: TinyModelSpec = field(default_factory=TinyModelSpec)
     pretrain: PretrainSpec | None = None
-    start_from: str | None = None  # a shipped checkpoint's folder name (shipped.SHIPPED_ROOT) to fine-tune instead
     task: str = "arithmetic"
     roles: tuple[str, ...] = ("agent", "subagent", "orchestrator")
     role_weights: tuple[int, ...] = (1, 2, 3)  # batches per cycle for each role (harder roles get more)
@@ -133,8 +130,6 @@ class ColdStartSpec:
             errors.append(f"rehearsal={self.rehearsal} must be 0, or positive with a pretrain recipe to rehearse")
         if self.pretrain is not None and self.pretrain.base != self.base:
             errors.append(f"base={self.base} must be the pretrained model's shape {self.pretrain.base}")
-        if self.start_from is not None and not is_complete_build(shipped.SHIPPED_ROOT / self.start_from):
-            errors.append(f"start_from={self.start_from!r} must name a shipped checkpoint in {shipped.SHIPPED_ROOT}")
         if errors:
             raise ValueError("invalid ColdStartSpec: " + "; ".join(errors))
 
@@ -156,14 +151,11 @@ class ColdStartSpec:
                 for k, v in dataclasses.asdict(self).items()
                 if k not in ("base", "pretrain")
                 and not (k in ("fresh_names", "rehearsal", "unlikelihood") and v == 0)  # older digests
-                and not (k in ("parallel_share", "start_from") and v is None)
+                and not (k == "parallel_share" and v is None)
             },
             "pretrain": self.pretrain.digest() if self.pretrain is not None else None,
             "demos": content.hexdigest(),
         }
-        if self.start_from is not None:  # the starting weights, by their recorded recipe and sha256
-            start = build_info(shipped.SHIPPED_ROOT / self.start_from)
-            payload["start_from"] = {"digest": start.get("digest"), "sha256": start.get("sha256")}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -209,17 +201,6 @@ SHORT_READER_RECIPE: dict[str, Any] = {
     "rehearsal": 2,
 }
 """``widechain``'s: 120 SFT steps of 4 from the reader, no fresh names; 890 s on 2 cores, too short (docs/tasks.md)."""
-
-
-WIDECHAIN_RECIPE: dict[str, Any] = {
-    **SHORT_READER_RECIPE,
-    "start_from": "coldstart-research",
-    "fresh_names": 0.8,
-}
-"""``widechain``'s: :data:`SHORT_READER_RECIPE`'s 120 SFT steps of 4 (rehearsal kept), started from the shipped
-research cold start (:data:`READER_RECIPE`, which copies entity names into tool calls) instead of the reader, on
-demonstrations 80% of which carry fresh names (the research renamer). Measured in
-docs/experiments/2026-11-28-widechain-coldstart.md."""
 
 
 def default_spec(task: str, *, reader: bool = False, parallel_share: float | None = None) -> ColdStartSpec:
@@ -541,9 +522,7 @@ def build_coldstart_model(
             logger.info("cold start: using the shipped checkpoint %s", ship_dir)
             shutil.copytree(ship_dir, tmp, dirs_exist_ok=True)
         else:
-            if spec.start_from is not None:
-                base = shipped.SHIPPED_ROOT / spec.start_from
-            elif spec.pretrain is not None:
+            if spec.pretrain is not None:
                 base = build_pretrained_model(spec.pretrain, cache_dir, progress=progress)
             else:
                 base = build_tiny_model(spec.base, cache_dir, progress=progress)

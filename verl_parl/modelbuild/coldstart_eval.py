@@ -34,16 +34,13 @@ from verl_parl.tasks import arithmetic
 from verl_parl.tasks.demos import Demo, make_demos
 
 __all__ = [
-    "HELDOUT_ORCHESTRATIONS",
     "AssignmentReport",
-    "FirstQueryReport",
     "LookupReport",
     "NeighbourReport",
     "RoleReport",
     "assignment_scores",
     "evaluate_assignments",
     "evaluate_checkpoint",
-    "evaluate_first_queries",
     "evaluate_lookups",
     "evaluate_model",
     "evaluate_neighbour_lists",
@@ -108,14 +105,9 @@ def evaluate_model(
     max_tokens: int = 256,
     max_turns: int = 5,
     seed: int = 12345,
-    parallel_share: float | None = None,
 ) -> dict[str, RoleReport]:
-    """Sample ``samples`` episodes per role at ``temperature`` and report valid-call rates (and answers).
-    ``parallel_share``: the orchestrator demonstrations' plans (``make_demos``; widechain's need one). Only
-    arithmetic and research episodes are played out (``max_turns`` 0: first turns only)."""
-    demos = make_demos(task, roles, samples, seed, parallel_share=parallel_share)
-    if task not in ("arithmetic", "research"):  # other tasks' tools and answers are not those run here
-        max_turns = 0
+    """Sample ``samples`` episodes per role at ``temperature`` and report valid-call rates (and answers)."""
+    demos = make_demos(task, roles, samples, seed)
     return asyncio.run(_evaluate(model, tokenizer, demos, temperature, max_tokens, max_turns, seed))
 
 
@@ -164,7 +156,7 @@ async def _episode(
     first = await generate(render_ids(tokenizer, messages, demo.tools), index, 0)
     tool_names = {schema["function"]["name"] for schema in demo.tools or []}
     tools = _executable_tools(tool_names)
-    if tools is None or "answer" not in demo.meta or max_turns < 1:
+    if tools is None or "answer" not in demo.meta:
         return first, None
     text, transcript, final = first, "", ""
     for turn in range(1, max_turns + 1):
@@ -393,7 +385,6 @@ class AssignmentReport:
     naming: int  # of them, prompts that contain one of the task's entity names
     entities: int  # entities of the tasks
     entities_assigned: int  # of them, named by some first-turn assignment of their task
-    examples: list[str] = field(default_factory=list)  # a few first turns
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -415,92 +406,37 @@ def assignment_scores(entities: list[str], first_turn: str) -> tuple[int, int, i
     return len(prompts), naming, sum(any(n in p for p in prompts) for n in names)
 
 
-HELDOUT_ORCHESTRATIONS = {
-    "research": "verl_parl.tasks.research.demos:heldout_orchestrations",
-    "widechain": "verl_parl.tasks.widechain.demos:heldout_orchestrations",
-}
-"""``task -> "module:function"`` giving ``(n, seed, split) -> [Demo]``: held-out orchestrator first prompts whose
-``meta["entities"]`` are the names the assignments should carry."""
-
-
 def evaluate_assignments(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    n: int = 40,
-    *,
-    split: str = "val",
-    seed: int = 0,
-    task: str = "research",
-    max_tokens: int = 256,
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int = 40, *, split: str = "val", seed: int = 0
 ) -> AssignmentReport:
-    """Greedy first orchestrator turns (up to ``max_tokens``) on ``n`` held-out wide tasks of ``split`` of ``task``
-    (one of :data:`HELDOUT_ORCHESTRATIONS`; a widechain swarm turn of six rows is ~400 tokens)."""
-    from verl_parl.registry import load_target
+    """Greedy first orchestrator turns on ``n`` held-out wide tasks of ``split``."""
+    from verl_parl.tasks.research.demos import heldout_orchestrations
 
-    demos = load_target(HELDOUT_ORCHESTRATIONS[task])(n, seed, split)
-    return asyncio.run(_evaluate_assignments(model, tokenizer, demos, max_tokens))
+    demos = heldout_orchestrations(n, seed, split)
+    return asyncio.run(_evaluate_assignments(model, tokenizer, demos))
 
 
-async def _first_turns(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo], max_tokens: int
-) -> list[str]:
-    """Each demo's first turn, generated greedily from its first prompt."""
+async def _evaluate_assignments(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo]
+) -> AssignmentReport:
     engine = _greedy_engine(model, tokenizer)
     try:
         prompts = [render_ids(tokenizer, d.first_prompt, d.tools) for d in demos]
         results = await asyncio.gather(
-            *(engine.generate(ids, SamplingParams(max_tokens=max_tokens, temperature=0.0)) for ids in prompts)
+            *(engine.generate(ids, SamplingParams(max_tokens=256, temperature=0.0)) for ids in prompts)
         )
     finally:
         await engine.close()
-    return [tokenizer.decode(result.token_ids, skip_special_tokens=True) for result in results]
-
-
-async def _evaluate_assignments(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: list[Demo], max_tokens: int = 256
-) -> AssignmentReport:
-    turns = await _first_turns(model, tokenizer, demos, max_tokens)
     report = AssignmentReport(len(demos), 0, 0, 0, 0)
-    for demo, turn in zip(demos, turns, strict=True):
+    for demo, result in zip(demos, results, strict=True):
         entities = list(demo.meta["entities"])
-        calls, naming, assigned = assignment_scores(entities, turn)
-        if len(report.examples) < 3:
-            report.examples.append(turn)
+        calls, naming, assigned = assignment_scores(
+            entities, tokenizer.decode(result.token_ids, skip_special_tokens=True)
+        )
         report.assignments += calls
         report.naming += naming
         report.entities += len(entities)
         report.entities_assigned += assigned
-    return report
-
-
-@dataclass
-class FirstQueryReport:
-    """Held-out widechain subagents: the first turn, greedy (does its search name the assigned city?)."""
-
-    subagents: int
-    query_names_entity: int  # first turns searching with a query containing the city's name
-    examples: list[str] = field(default_factory=list)  # a few first turns
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "subagents": self.subagents,
-            "query_names_entity": round(self.query_names_entity / max(1, self.subagents), 4),
-        }
-
-
-def evaluate_first_queries(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int = 40, *, split: str = "val", seed: int = 0
-) -> FirstQueryReport:
-    """Greedy first turns of ``n`` held-out widechain subagents (rows of ``split``'s tasks, as assigned)."""
-    from verl_parl.tasks.widechain.demos import heldout_subagents
-
-    demos = heldout_subagents(n, seed, split)
-    turns = asyncio.run(_first_turns(model, tokenizer, demos, REPLY_TOKENS))
-    report = FirstQueryReport(len(demos), 0)
-    for demo, turn in zip(demos, turns, strict=True):
-        report.query_names_entity += any(demo.meta["entity"].lower() in q.lower() for q in _search_queries(turn))
-        if len(report.examples) < 3:
-            report.examples.append(turn)
     return report
 
 

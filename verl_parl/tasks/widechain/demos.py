@@ -39,8 +39,6 @@ from verl_parl.tasks.widechain import dataset
 __all__ = [
     "DemoSuite",
     "demo_suite",
-    "heldout_orchestrations",
-    "heldout_subagents",
     "widechain_agent",
     "widechain_orchestrator",
     "widechain_subagent",
@@ -134,38 +132,3 @@ def widechain_agent(rng: random.Random) -> Demo:
     result = suite.run(lambda runtime, tok, limits: oracle.single_agent(task, runtime, tok, limits, SINGLE_POLICY))
     meta = {"answer": task.ground_truth, "critical_steps": result.critical_steps, "item_f1": result.item_f1}
     return Demo("agent", _messages(result.messages), [suite.search_schema], meta)
-
-
-def heldout_orchestrations(n: int, seed: int = 0, split: str = "val") -> list[Demo]:
-    """The first ``n`` tasks of ``split`` (held-out countries' cities) as the run's orchestrator sees them (system
-    prompt and question only, its turns are generated): for measuring whether a checkpoint's ``assign_task``
-    prompts name the task's cities (``meta["entities"]``)."""
-    suite = demo_suite(seed, split)
-    demos = []
-    for index, task in enumerate(suite.tasks[:n]):
-        prompt = [dict(m) for m in dataset.make_row(task, index, split, "parl_swarm")["prompt"]]
-        meta = {"answer": task.ground_truth, "entities": [c.city for c in task.chains]}
-        demos.append(Demo("orchestrator", prompt, list(ORCHESTRATOR_TOOL_SCHEMAS), meta))
-    return demos
-
-
-def heldout_subagents(n: int, seed: int = 0, split: str = "val") -> list[Demo]:
-    """``n`` rows of ``split``'s tasks (row after row, task after task) as the oracle assigns them to a subagent
-    (system prompt and assignment only): for measuring whether its first search names the city
-    (``meta["entity"]``)."""
-    from verl_parl.tasks.widechain import oracle
-
-    suite = demo_suite(seed, split)
-    chains = [chain for task in suite.tasks for chain in task.chains][:n]
-    return [
-        Demo(
-            "subagent",
-            [
-                {"role": "system", "content": oracle.SUBAGENT_PROMPT},
-                {"role": "user", "content": oracle.assignment(chain.city)},
-            ],
-            [suite.search_schema],
-            {"entity": chain.city, "row": chain.row},
-        )
-        for chain in chains
-    ]

@@ -53,8 +53,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             scorer="table",
             tools=("search",),
             demos={role: f"{DEMOS}:widechain_{role}" for role in ("agent", "subagent", "orchestrator")},
-            renamer="verl_parl.tasks.research.names:with_fresh_names",  # the same world's names
-            coldstart="verl_parl.modelbuild.coldstart:WIDECHAIN_RECIPE",  # from the research cold start (shipped)
+            coldstart="verl_parl.modelbuild.coldstart:SHORT_READER_RECIPE",  # from the pretrained reader (shipped)
             defaults=CONFIG_DEFAULTS,
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
