@@ -5,6 +5,7 @@ verl_parl.main`` runs that end-to-end and fault tests share (one run, many check
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +17,14 @@ pytest.register_assert_rewrite("main_runs", "run_pool")
 
 from main_runs import parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
 from run_pool import SHARED_RUNS, CtrlCAfterCheckpoint, RunPool, RunSpec, shared_run  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Started in the background by a non-interactive shell, the test runner has SIGINT ignored, and so would every
+    ``main`` run it starts (Ctrl-C tests need it at its default): Python's own handler instead, set here in the
+    main thread (the run pool starts runs from its polling thread, where signals cannot be set)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
