@@ -16,7 +16,14 @@ import pytest
 pytest.register_assert_rewrite("main_runs", "run_pool")
 
 from main_runs import parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
-from run_pool import SHARED_RUNS, CtrlCAfterCheckpoint, RunPool, RunSpec, shared_run  # noqa: E402
+from run_pool import (  # noqa: E402
+    BACKGROUND_NICE,
+    SHARED_RUNS,
+    CtrlCAfterCheckpoint,
+    RunPool,
+    RunSpec,
+    shared_run,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,18 +34,29 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def main_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunPool]:
     """The pool that runs the shared ``main`` runs (``tests/e2e/run_pool.py``) the session's tests take, in test
-    order: by fixture, or by a parameter naming one (indirect parametrization)."""
-    wanted = []
-    for item in request.session.items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        named = [*item.fixturenames, *(value for value in params.values() if isinstance(value, str))]
-        wanted += [name for name in named if name in SHARED_RUNS]
-    pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"))
+    order. It starts with the session: the runs go on, one at a time and at a low priority, beside the tests that
+    take none (they come first: :func:`pytest_collection_modifyitems`)."""
+    wanted = [name for item in request.session.items for name in shared_runs_of(item)]
+    pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"), nice=BACKGROUND_NICE)
+    if wanted:
+        pool.start()
     yield pool
     pool.close()
+
+
+def shared_runs_of(item: pytest.Item) -> list[str]:
+    """The shared runs a test takes: by fixture, or by a parameter naming one (indirect parametrization)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    named = [*getattr(item, "fixturenames", ()), *(value for value in params.values() if isinstance(value, str))]
+    return [name for name in named if name in SHARED_RUNS]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that take a shared run go last (in their order): the runs go on beside every other test."""
+    items.sort(key=lambda item: bool(shared_runs_of(item)))
 
 
 @pytest.fixture(scope="module")

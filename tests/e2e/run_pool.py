@@ -1,16 +1,22 @@
-"""Shared ``python -m verl_parl.main`` runs, started two at a time.
+"""Shared ``python -m verl_parl.main`` runs, started with the session and run beside the other tests.
 
-A launch spends over a minute starting Ray and verl's workers, mostly one process after another on one
-core, before its first step. So tests do not start runs themselves: a module declares the run it checks with
-:func:`shared_run` (a :class:`RunSpec`: overrides or a command, and optionally a :class:`Trigger` that breaks
-the run, e.g. Ctrl-C once a checkpoint is saved), and tests take the finished :class:`MainRun` as a fixture
-and assert on it (one run, many checks). The session's :class:`RunPool` (fixture ``main_runs`` in
-``tests/conftest.py``) runs the runs the selected tests want, in test order, at most two at a time, so that
-the next one starts while a test waits for the one before.
+A launch spends over a minute starting Ray and verl's workers (each imports torch and verl) before its first
+step. So tests do not start runs themselves: a module declares the run it checks with :func:`shared_run` (a
+:class:`RunSpec`: overrides or a command, and optionally a :class:`Trigger` that breaks the run, e.g. Ctrl-C
+once a checkpoint is saved), and tests take the finished :class:`MainRun` as a fixture and assert on it (one
+run, many checks). The session's :class:`RunPool` (fixture ``main_runs`` in ``tests/conftest.py``) starts
+with the session: one run at a time while the tests that take no run go on (they come first), on the CPU
+time they leave, then two at a time once a test waits for one.
+
+"The CPU time they leave": once its Ray node is up, a run's processes get the lowest CPU share but one
+(:data:`BACKGROUND_NICE`, on the run's session scheduling group where the kernel has one: Linux gives each
+session a fair share whatever the niceness of its processes). Before that it competes as an equal: Ray gives
+its node a fixed 30 s to register.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -28,9 +34,13 @@ from main_runs import MainRun, main_command, session_processes, sigint_at_defaul
 
 from verl_parl.testing.environ import child_environ
 
-RUN_TIMEOUT_S = 1200  # a run still going after this is killed (its tests then fail on its exit code)
+RUN_TIMEOUT_S = 1800  # a run still going after this is killed (its tests then fail on its exit code)
 STOP_TIMEOUT_S = 300  # a run its trigger broke must have exited this long after
 LEFT_TIMEOUT_S = 60  # after a run exits, how long its session's processes (Ray's) get to go away
+BACKGROUND_NICE = 15
+"""A run's niceness once its Ray node is up. 19 (the lowest share) left a training test beside a run as fast as
+alone, 10 made it 30 % slower; 15 leaves a starved run enough to keep Ray's own timeouts (a worker registers
+within 60 s), and the subagents' (120 s)."""
 
 
 class Trigger(Protocol):
@@ -96,6 +106,21 @@ class Launch:
             self.proc = subprocess.Popen(command, env=env, stdout=out, stderr=err, start_new_session=True)
         self.started = time.monotonic()
         self.exited: float | None = None
+        self.lowered = False
+
+    def lower_priority(self, nice: int) -> None:
+        """Give the run's processes ``nice``: its session's scheduling group (``/proc/<pid>/autogroup``), where the
+        kernel has one, and each process of the session (whose children inherit it: Ray's raylet starts the
+        workers)."""
+        autogroup = Path(f"/proc/{self.proc.pid}/autogroup")
+        with contextlib.suppress(OSError):  # no autogroup (kernel), or the run is gone
+            autogroup.write_text(str(nice))
+        for process in session_processes(self.proc.pid):
+            try:
+                process.nice(max(nice, process.nice()))
+            except psutil.Error:
+                continue
+        self.lowered = True
 
     @property
     def run_dir(self) -> Path:
@@ -104,9 +129,12 @@ class Launch:
     def stderr(self) -> str:
         return (self.logs / "stderr.log").read_text(errors="replace")
 
-    def poll(self) -> bool:
-        """Fire the trigger if due; True once the run has exited and its session is empty (or given up on)."""
+    def poll(self, nice: int | None = None, when: Callable[[Launch], bool] | None = None) -> bool:
+        """Fire the trigger if due, and lower the run's priority to ``nice`` once ``when(launch)``; True once the
+        run has exited and its session is empty (or given up on)."""
         if self.exited is None:
+            if nice is not None and not self.lowered and self.proc.poll() is None and (when or ray_node_up)(self):
+                self.lower_priority(nice)
             if not self.fired and self.proc.poll() is None:
                 try:
                     self.fired = self.spec.trigger(self)  # type: ignore[misc]
@@ -142,20 +170,26 @@ class Launch:
 
 
 class RunPool:
-    """Runs the shared runs a session's tests want, each once, at most ``width`` at a time, in test order (a
-    run asked for goes first). From the first :meth:`result` on, a thread polls the runs every half second
-    (triggers fire on time while a test asserts) and starts the next in line. Every run is in a session of its
-    own; :meth:`close` kills what is left."""
+    """Runs the shared runs a session's tests want, each once, in test order (a run asked for goes first). From
+    :meth:`start` (or the first :meth:`result`) on, a thread polls the runs every half second (triggers fire on
+    time while a test asserts) and starts the next in line: at most ``background_width`` at a time, ``width``
+    once a test waits. Every run is in a session of its own, at niceness ``nice`` once ``nice_when`` says so
+    (its Ray node is up: :func:`ray_node_up`); :meth:`close` kills what is left."""
 
     def __init__(
         self,
         wanted: list[str],
         basetemp: Path,
         width: int = 2,
+        *,
         registry: dict[str, Callable[[Path], RunSpec]] = SHARED_RUNS,
+        background_width: int = 1,
+        nice: int | None = None,
+        nice_when: Callable[[Launch], bool] | None = None,
     ) -> None:
         self.basetemp = basetemp
-        self.width = width
+        self.full_width, self.width = width, background_width
+        self.nice, self.nice_when = nice, nice_when
         self.registry = registry
         self.queue: list[str] = []
         self.specs: dict[str, RunSpec] = {}
@@ -170,14 +204,21 @@ class RunPool:
         for name in wanted:
             self._enqueue(name)
 
-    def result(self, name: str) -> MainRun:
-        """The finished run ``name``, started now (first in line) unless it already has been."""
+    def start(self) -> None:
+        """Start polling, and so the runs in line, ``background_width`` at a time."""
         with self._lock:
-            if name not in self.done and name not in self.errors:
-                self._enqueue(name, first=True)
             if self._poller is None:
                 self._poller = threading.Thread(target=self._poll, name="run-pool", daemon=True)
                 self._poller.start()
+
+    def result(self, name: str) -> MainRun:
+        """The finished run ``name``, started now (first in line) unless it already has been. From now on the pool
+        runs ``width`` runs at a time: a test is waiting."""
+        with self._lock:
+            if name not in self.done and name not in self.errors:
+                self._enqueue(name, first=True)
+            self.width = self.full_width
+        self.start()
         while True:
             with self._lock:
                 if self._crashed is not None:
@@ -231,7 +272,7 @@ class RunPool:
 
     def _tick(self) -> None:
         for name, launch in list(self.running.items()):
-            if launch.poll():
+            if launch.poll(self.nice, self.nice_when):
                 del self.running[name]
                 self.done[name] = launch.record()
                 self.events.append(("done", name))
@@ -251,6 +292,21 @@ class RunPool:
 
 
 # ---- triggers
+
+
+def ray_node_up(launch: Launch) -> bool:
+    """The run's Ray node has registered: Ray has said so in the run's console log, or (a run whose log is
+    elsewhere, e.g. an example's script) its raylet has run for 20 s."""
+    console_log = launch.run_dir / "console.log"
+    if console_log.exists() and "Started a local Ray instance" in console_log.read_text(errors="replace"):
+        return True
+    for process in session_processes(launch.proc.pid):
+        try:
+            if process.name() == "raylet" and time.time() - process.create_time() > 20:
+                return True
+        except psutil.Error:  # gone
+            continue
+    return False
 
 
 def step_logged(launch: Launch, step: int, run_dir: Path | None = None) -> bool:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from run_pool import Launch, RunPool, RunSpec
@@ -18,16 +20,17 @@ def python(code: str) -> RunSpec:
 
 
 Specs = dict[str, Callable[[Path], RunSpec]]
-PoolMaker = Callable[[Specs, list[str]], RunPool]
+PoolMaker = Callable[..., RunPool]
 
 
 @pytest.fixture
 def pool(tmp_path: Path) -> Iterator[PoolMaker]:
-    """``pool(specs, wanted)``: a pool of width 2 over ``specs`` in ``tmp_path``, closed when the test ends."""
+    """``pool(specs, wanted, **options)``: a pool of width 2 over ``specs`` in ``tmp_path``, closed when the test
+    ends."""
     pools: list[RunPool] = []
 
-    def make(specs: Specs, wanted: list[str]) -> RunPool:
-        pools.append(RunPool(wanted, tmp_path, width=2, registry=specs))
+    def make(specs: Specs, wanted: list[str], **options: Any) -> RunPool:
+        pools.append(RunPool(wanted, tmp_path, width=2, registry=specs, **options))
         return pools[-1]
 
     yield make
@@ -100,3 +103,34 @@ def test_errors_of_a_spec_or_a_trigger_are_raised_to_the_tests_that_take_the_run
     with pytest.raises(AssertionError, match="no such worker"):
         runs.result("broken")
     assert runs.done["broken"].result.returncode == -signal.SIGKILL  # killed at once, not left for a minute
+
+
+def test_started_ahead_the_pool_runs_one_at_a_time_until_a_test_waits(pool: PoolMaker) -> None:
+    specs = {name: lambda path: python("import time; time.sleep(0.5)") for name in "ab"}
+    runs = pool(specs, ["a", "b"])
+    runs.start()
+    deadline = time.monotonic() + 60
+    while len(runs.events) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert runs.events[:3] == [("start", "a"), ("done", "a"), ("start", "b")]  # never both while no test waits
+    assert runs.result("b").result.returncode == 0
+
+
+# the child waits (a minute at most) until the pool has lowered its priority, then prints its niceness and its
+# session's scheduling group (where the kernel has them)
+LOWERED = """
+import os, pathlib, time
+deadline = time.monotonic() + 60
+while os.nice(0) == 0 and time.monotonic() < deadline:
+    time.sleep(0.1)
+group = pathlib.Path("/proc/self/autogroup")
+print(os.nice(0), group.read_text().strip() if group.exists() else "")
+"""
+
+
+def test_a_run_gets_the_lower_priority_once_due(pool: PoolMaker) -> None:
+    runs = pool({"run": lambda path: python(LOWERED)}, ["run"], nice=7, nice_when=lambda launch: True)
+    nice, _, group = runs.result("run").result.stdout.strip().partition(" ")
+    assert nice == "7"
+    if group:  # the kernel's per-session scheduling group: its niceness is what counts against other sessions
+        assert group.endswith("nice 7")
