@@ -203,6 +203,11 @@ class RunPool:
         self._crashed: BaseException | None = None  # what stopped the polling thread, raised to every test
         for name in wanted:
             self._enqueue(name)
+        # a run that another resumes goes first, the one resuming it next: the two run one after the other, the
+        # longest path through the pool, so they start before the runs that can go two at a time
+        resumes = {name: spec.resumes for name, spec in self.specs.items() if spec.resumes is not None}
+        first = list(dict.fromkeys(n for name in self.queue if name in resumes for n in (resumes[name], name)))
+        self.queue = [*first, *(name for name in self.queue if name not in first)]
 
     def start(self) -> None:
         """Start polling, and so the runs in line, ``background_width`` at a time."""

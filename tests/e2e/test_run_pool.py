@@ -116,6 +116,22 @@ def test_started_ahead_the_pool_runs_one_at_a_time_until_a_test_waits(pool: Pool
     assert runs.result("b").result.returncode == 0
 
 
+def test_a_run_that_another_resumes_goes_first_and_the_resuming_one_next(pool: PoolMaker) -> None:
+    quick = python("pass")
+    specs = {
+        "a": lambda path: quick,
+        "b": lambda path: quick,
+        "first": lambda path: quick,
+        "second": lambda path: RunSpec(command=quick.command, resumes="first"),
+    }
+    runs = pool(specs, ["a", "b", "second"])
+    runs.start()
+    deadline = time.monotonic() + 60
+    while len(runs.done) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [name for event, name in runs.events if event == "start"] == ["first", "second", "a", "b"]
+
+
 # the child waits (a minute at most) until the pool has lowered its priority, then prints its niceness and its
 # session's scheduling group (where the kernel has them)
 LOWERED = """
