@@ -38,9 +38,10 @@ RUN_TIMEOUT_S = 1800  # a run still going after this is killed (its tests then f
 STOP_TIMEOUT_S = 300  # a run its trigger broke must have exited this long after
 LEFT_TIMEOUT_S = 60  # after a run exits, how long its session's processes (Ray's) get to go away
 BACKGROUND_NICE = 15
-"""A run's niceness once its Ray node is up. 19 (the lowest share) left a training test beside a run as fast as
-alone, 10 made it 30 % slower; 15 leaves a starved run enough to keep Ray's own timeouts (a worker registers
-within 60 s), and the subagents' (120 s)."""
+"""A run's niceness once its Ray node is up. Measured beside a training test with two torch threads: 19 (the
+lowest share) left the test as fast as alone, 10 made it 30 % slower. 15 is between them: a run starved by such a
+test keeps about 3 % of the machine, which by estimate (not measured) still registers a Ray worker within Ray's
+60 s and finishes a subagent within its 120 s."""
 
 
 class Trigger(Protocol):

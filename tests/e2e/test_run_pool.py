@@ -4,6 +4,7 @@ what it did, a run that resumes another's folder after it, and errors raised to 
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -136,8 +137,8 @@ def test_a_run_that_another_resumes_goes_first_and_the_resuming_one_next(pool: P
 # session's scheduling group (where the kernel has them)
 LOWERED = """
 import os, pathlib, time
-deadline = time.monotonic() + 60
-while os.nice(0) == 0 and time.monotonic() < deadline:
+start, deadline = os.nice(0), time.monotonic() + 60
+while os.nice(0) == start and time.monotonic() < deadline:
     time.sleep(0.1)
 group = pathlib.Path("/proc/self/autogroup")
 print(os.nice(0), group.read_text().strip() if group.exists() else "")
@@ -145,8 +146,9 @@ print(os.nice(0), group.read_text().strip() if group.exists() else "")
 
 
 def test_a_run_gets_the_lower_priority_once_due(pool: PoolMaker) -> None:
-    runs = pool({"run": lambda path: python(LOWERED)}, ["run"], nice=7, nice_when=lambda launch: True)
+    target = min(19, os.nice(0) + 7)  # lower than this test's own
+    runs = pool({"run": lambda path: python(LOWERED)}, ["run"], nice=target, nice_when=lambda launch: True)
     nice, _, group = runs.result("run").result.stdout.strip().partition(" ")
-    assert nice == "7"
+    assert nice == str(target)
     if group:  # the kernel's per-session scheduling group: its niceness is what counts against other sessions
-        assert group.endswith("nice 7")
+        assert group.endswith(f"nice {target}")
