@@ -54,9 +54,13 @@ def shared_runs_of(item: pytest.Item) -> list[str]:
     return [name for name in named if name in SHARED_RUNS]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that take a shared run go last (in their order): the runs go on beside every other test."""
-    items.sort(key=lambda item: bool(shared_runs_of(item)))
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that take a shared run go last (in their order): the runs go on beside every other test but the
+    sandbox plugin's, which go first, before the pool starts (its autouse fixture is this folder's). Beside a run,
+    ``test_cancelling_a_run_kills_it[pooled]`` hung until its timeout in 2 of 3 sessions (cause not found:
+    docs/experiments/2026-11-28-test-run-overlap.md)."""
+    sandbox = config.rootpath / "plugins" / "sandbox"
+    items.sort(key=lambda item: (not item.path.is_relative_to(sandbox), bool(shared_runs_of(item))))
 
 
 @pytest.fixture(scope="module")
