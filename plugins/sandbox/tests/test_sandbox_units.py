@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 
+import pytest
+from sandbox_helpers import host_processes_with
 from verl_parl_sandbox.config import SandboxConfig
-from verl_parl_sandbox.local import bwrap_argv, launcher_script
+from verl_parl_sandbox.local import _start_uncancelled, bwrap_argv, launcher_script
 from verl_parl_sandbox.result import OutputCap, RunResult, describe_exit
 from verl_parl_sandbox.session import MarkedStream
 
@@ -81,3 +85,23 @@ def test_launcher_sets_every_rlimit_and_bwrap_every_namespace() -> None:
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
     assert argv[argv.index("--ro-bind") + 1 : argv.index("--ro-bind") + 3] == ["/", "/"]
+
+
+async def test_a_start_cancelled_midway_kills_its_process_group_and_returns() -> None:
+    """Cancelled inside ``create_subprocess_exec``, asyncio waits with no bound for pipes the sandbox's other
+    processes hold; the start runs to its end instead, and the whole group is killed."""
+    marker = f"cancelled-start-{uuid.uuid4().hex}"
+    pipe = asyncio.subprocess.PIPE
+    # the launcher forks a child that holds the pipes, as bubblewrap's child does
+    command = ("/bin/sh", "-c", "sleep 1000 & wait", marker)
+    task = asyncio.ensure_future(
+        _start_uncancelled(*command, stdin=pipe, stdout=pipe, stderr=pipe, start_new_session=True)
+    )
+    await asyncio.sleep(0)  # the start is under way
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+    deadline = time.monotonic() + 10
+    while host_processes_with(marker) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert host_processes_with(marker) == []

@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from verl_parl_sandbox.cgroups import CgroupRoots, RunCgroup, detect
 from verl_parl_sandbox.config import SandboxConfig
@@ -186,7 +186,7 @@ class LocalSandbox:
             else:
                 hostdir = self._host_workdir(files)
                 argv, cwd = list(command), str(hostdir)
-            proc = await asyncio.create_subprocess_exec(
+            proc = await _start_uncancelled(
                 "/bin/sh",
                 "-c",
                 script,
@@ -320,6 +320,23 @@ class LocalSandbox:
             limits=self.isolation.limits,
             note=note,
         )
+
+
+async def _start_uncancelled(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+    """``asyncio.create_subprocess_exec``, which a cancellation does not enter: cancelled while it connects the
+    pipes, asyncio kills the launcher alone and then waits, with no bound, for pipes that the sandbox's other
+    processes still hold (a pooled sandbox closed on a busy machine hung so). Here the start completes, the whole
+    process group is killed and reaped, and the cancellation goes on."""
+    start = asyncio.ensure_future(asyncio.create_subprocess_exec(*args, **kwargs))
+    try:
+        return await asyncio.shield(start)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            proc = await start
+            _kill_group(proc)
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(proc.wait(), REAP_TIMEOUT_S)
+        raise
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
