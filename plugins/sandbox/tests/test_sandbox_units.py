@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import uuid
 
-import pytest
 from sandbox_helpers import host_processes_with
 from verl_parl_sandbox.config import SandboxConfig
 from verl_parl_sandbox.local import _start_uncancelled, bwrap_argv, launcher_script
@@ -88,20 +89,30 @@ def test_launcher_sets_every_rlimit_and_bwrap_every_namespace() -> None:
 
 
 async def test_a_start_cancelled_midway_kills_its_process_group_and_returns() -> None:
-    """Cancelled inside ``create_subprocess_exec``, asyncio waits with no bound for pipes the sandbox's other
-    processes hold; the start runs to its end instead, and the whole group is killed."""
-    marker = f"cancelled-start-{uuid.uuid4().hex}"
+    """A start cancelled after 0 to 39 turns of the event loop leaves no process of the sandbox behind. (The hang
+    ``_start_uncancelled`` prevents, asyncio waiting without bound for pipes after a cancellation inside
+    ``create_subprocess_exec``, also needs another thread forking at that moment; this test does not reproduce it:
+    docs/experiments/2026-11-28-test-run-overlap.md.)"""
     pipe = asyncio.subprocess.PIPE
-    # the launcher forks a child that holds the pipes, as bubblewrap's child does
-    command = ("/bin/sh", "-c", "sleep 1000 & wait", marker)
-    task = asyncio.ensure_future(
-        _start_uncancelled(*command, stdin=pipe, stdout=pipe, stderr=pipe, start_new_session=True)
-    )
-    await asyncio.sleep(0)  # the start is under way
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 30)
-    deadline = time.monotonic() + 10
-    while host_processes_with(marker) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert host_processes_with(marker) == []
+    for turns in range(40):
+        marker = f"cancelled-start-{uuid.uuid4().hex}"
+        # the launcher forks a child (marked too) that holds the pipes, as bubblewrap's child does
+        command = ("/bin/sh", "-c", 'sh -c "sleep 1000; :" "$0" & wait', marker)
+        task = asyncio.ensure_future(
+            _start_uncancelled(*command, stdin=pipe, stdout=pipe, stderr=pipe, start_new_session=True)
+        )
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        try:
+            proc = await asyncio.wait_for(task, 10)
+        except asyncio.CancelledError:
+            pass
+        else:  # started before the cancellation: the caller owns it
+            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        deadline = time.monotonic() + 10
+        while host_processes_with(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert host_processes_with(marker) == [], turns
