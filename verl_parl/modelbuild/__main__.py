@@ -134,6 +134,14 @@ def _add_coldstart(commands: Any) -> None:
         help="share of demonstrations whose entity names are replaced by fresh ones (default: the recipe's)",
     )
     cold.add_argument(
+        "--parallel-share",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="share of orchestrator demonstrations planned in parallel (default: the task's parl.embedded value, "
+        "as the run's; None: the task's demonstrations decide)",
+    )
+    cold.add_argument(
         "--unlikelihood",
         type=float,
         default=None,
@@ -150,7 +158,16 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
     changes = {
         name: getattr(args, name)
-        for name in ("steps", "seed", "demos_per_role", "batch_size", "lr", "fresh_names", "unlikelihood")
+        for name in (
+            "steps",
+            "seed",
+            "demos_per_role",
+            "batch_size",
+            "lr",
+            "fresh_names",
+            "unlikelihood",
+            "parallel_share",
+        )
         if getattr(args, name) is not None
     }
     try:

@@ -1,4 +1,5 @@
-"""Built-in tasks: the embedded arithmetic task and the offline wide/deep research suite."""
+"""Built-in tasks: the embedded arithmetic task, the offline wide/deep research suite, the widechain family and
+the synthetic fanout task."""
 
 from __future__ import annotations
 
@@ -18,4 +19,8 @@ def system_prompt_for(data_source: str, agent_loop: str) -> str | None:
         from verl_parl.tasks.widechain import dataset as widechain
 
         return widechain.SYSTEM_PROMPTS.get(agent_loop)
+    if data_source == "verl_parl/fanout":
+        from verl_parl.tasks.fanout import world
+
+        return world.SYSTEM_PROMPTS.get(agent_loop)
     return None

@@ -1,0 +1,146 @@
+"""The ``fanout`` task: its world, the ``hop`` tool, the splits, the scorer on the rows and the demonstrations'
+plans (verl_parl/tasks/fanout; docs/tasks.md, "The fanout task").
+
+If a change lets a serial plan or a single agent fit the budget, or a hop give away a later one, a test fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from verl_parl.host.manager import get_registries
+from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
+from verl_parl.swarm.calls import ASSIGN_TASK, BUDGET_MESSAGE
+from verl_parl.tasks.demos import make_demos
+from verl_parl.tasks.fanout import demos, design, world
+from verl_parl.tasks.fanout.plugin import CONFIG_DEFAULTS, option_errors
+from verl_parl.tools.base import ToolError
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "embedded" / "fanout.yaml"
+
+
+def table_score(answer: str, row: dict) -> float:
+    scorer = get_registries().scorers.get("table").factory()
+    return scorer(answer, row["reward_model"]["ground_truth"], row["extra_info"])["score"]
+
+
+def test_the_config_file_and_the_task_defaults_use_the_design_numbers() -> None:
+    parl = yaml.safe_load(CONFIG.read_text())["parl"]
+    assert parl["embedded"]["task"] == "fanout"
+    assert parl["swarm"]["critical_steps_budget"] == parl["researcher"]["max_turns"] == design.BUDGET
+    assert CONFIG_DEFAULTS["parl.swarm.critical_steps_budget"] == CONFIG_DEFAULTS["parl.researcher.max_turns"]
+    assert CONFIG_DEFAULTS["parl.swarm.critical_steps_budget"] == design.BUDGET
+    assert parl["swarm"]["subagent_limits"]["max_steps"] > design.SUBAGENT_STEPS
+    # the shape: N·k > B >= k + 3 (the swarm), and two serial words spend B
+    assert design.ROWS_MIN * design.HOPS > design.BUDGET >= design.HOPS + 3
+    assert 2 * (design.SUBAGENT_STEPS + 1) >= design.BUDGET
+
+
+def test_the_task_and_its_tool_are_registered() -> None:
+    registries = get_registries()
+    spec = registries.tasks["fanout"]
+    assert spec.scorer == "table" and spec.tools == ("hop",)
+    assert "hop" in registries.tools
+
+
+def test_a_start_word_takes_k_dependent_hops_to_its_number() -> None:
+    w = world.world(0)
+    for start in w.starts["train"][:20]:
+        chain = w.chain(start)
+        assert len(chain) == design.HOPS
+        for here, there in itertools.pairwise(chain):
+            assert w.hop(here) == f"{here} leads to {there}."
+            assert str(w.number(start)) not in w.hop(here)  # nothing but the last hop gives the number
+        assert w.hop(chain[-1]) == f"{chain[-1]} holds the number {w.number(start)}."
+
+
+def test_the_world_is_the_seeds_and_the_splits_are_disjoint() -> None:
+    assert world.world(0) == world.World(**vars(world.world.__wrapped__(0)))
+    assert world.world(0).leads_to != world.world(1).leads_to
+    starts = world.world(0).starts
+    assert [len(starts[s]) for s in world.SPLITS] == [design.STARTS_PER_SPLIT[s] for s in world.SPLITS]
+    assert not set(starts["train"]) & (set(starts["val"]) | set(starts["test"]))
+    assert not set(starts["val"]) & set(starts["test"])
+
+
+def test_the_hop_tool_answers_one_word_and_names_a_bad_one() -> None:
+    tool = world.Hop(seed=0)
+    start = tool.world.starts["val"][0]
+    assert asyncio.run(tool.run({"word": f" {start} "})) == tool.world.hop(start)
+    with pytest.raises(ToolError, match="no word 'nowhere'"):
+        asyncio.run(tool.run({"word": "nowhere"}))
+    with pytest.raises(ToolError, match="string argument 'word'"):
+        asyncio.run(tool.run({"words": [start]}))
+
+
+def test_rows_name_words_of_their_split_and_score_by_item_f1(tmp_path: Path) -> None:
+    import pandas as pd
+
+    paths = world.write(tmp_path, world.FanoutConfig(n_train=8, n_val=4, n_test=4))
+    tools = yaml.safe_load(paths["tools"].read_text())["tools"]
+    assert tools[0]["config"] == {"type": "native", "name": "hop", "options": {"seed": 0}}
+    starts = world.world(0).starts
+    for split in world.SPLITS:
+        for row in pd.read_parquet(paths[split]).to_dict("records"):
+            words = list(row["extra_info"]["entities"])
+            assert design.ROWS_MIN <= len(words) <= design.ROWS_MAX and set(words) <= set(starts[split])
+            assert all(w in row["prompt"][1]["content"] for w in words)
+    row = pd.read_parquet(paths["val"]).to_dict("records")[0]
+    words = tuple(row["extra_info"]["entities"])
+    task = world.FanoutTask(words, tuple(map(world.world(0).number, words)))
+    assert table_score(demos.answer(task, len(task.words)), row) == pytest.approx(1.0)
+    assert table_score(demos.answer(task, 2), row) == pytest.approx(4 / (len(task.words) + 2))  # item-F1, recall 2/N
+    assert table_score("<answer>no table</answer>", row) == 0.0
+
+
+def test_option_errors_name_their_field() -> None:
+    assert option_errors({"options": {"rows_min": 6, "rows_max": 4}}) == [
+        "rows_min/rows_max: need 1 <= rows_min <= rows_max <= 48, got 6/4"
+    ]
+    assert option_errors({"options": {"row_max": 4}})[0].startswith("row_max: unknown field")
+    assert option_errors({"options": {"seed": 1}}) == ["seed: set parl.embedded.seed instead"]
+
+
+def _stages(demo_messages: list[dict]) -> list[Stage]:
+    """The orchestrator's stages as the loop counts them, each assigned word's subagent taking k hops and a reply."""
+    stages = []
+    for message in demo_messages:
+        if message["role"] == "assistant":
+            assigned = [c for c in message.get("tool_calls") or [] if c["function"]["name"] == ASSIGN_TASK]
+            record = SubagentRecord(design.SUBAGENT_STEPS, design.HOPS, True, "", "")
+            stages.append(Stage(main_steps=1, subagents=tuple(record for _ in assigned)))
+    return stages
+
+
+def test_the_demonstrated_plans_cost_what_the_design_says_and_mix_in_the_set_share() -> None:
+    found = make_demos("fanout", ("agent", "subagent", "orchestrator"), 10, 0, parallel_share=0.3)
+    orchestrators = [d for d in found if d.role == "orchestrator"]
+    assert sum(d.meta["style"] == "parallel" for d in orchestrators) == 3
+    for demo in orchestrators:
+        steps = critical_steps(_stages(demo.messages))
+        if demo.meta["style"] == "parallel":
+            assert steps == design.HOPS + 3 <= design.BUDGET
+            assert BUDGET_MESSAGE not in str(demo.messages)
+        else:  # two words spend the budget; the loop then forces the answer turn
+            assert steps == design.BUDGET + 1 and demo.messages[-2]["content"] == BUDGET_MESSAGE
+            assert demo.messages[-1]["content"].count("\n| ") == 1 + 2  # the header and two rows
+    for demo in (d for d in found if d.role == "subagent"):
+        calls = [m["tool_calls"][0]["function"]["arguments"]["word"] for m in demo.messages if m.get("tool_calls")]
+        assert calls[0] == demo.messages[1]["content"] and len(calls) == design.HOPS
+        assert demo.messages[-1]["content"] == demo.meta["answer"]
+    for demo in (d for d in found if d.role == "agent"):
+        turns = [m for m in demo.messages if m["role"] == "assistant"]
+        assert len(turns) == design.BUDGET  # one hop a turn, then the answer at turn B
+
+
+def test_a_demonstration_is_the_same_for_the_same_seed() -> None:
+    one = demos.fanout_orchestrator(random.Random(3), parallel=True)
+    assert one.messages == demos.fanout_orchestrator(random.Random(3), parallel=True).messages
+    with pytest.raises(ValueError, match="need their plan"):
+        demos.fanout_orchestrator(random.Random(3))

@@ -1,0 +1,20 @@
+"""Cold-start recipes of the tasks that start from the shipped pretrained reader (besides the research task's
+:data:`~verl_parl.modelbuild.coldstart.READER_RECIPE`); a task's ``TaskSpec.coldstart`` names one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl_parl.modelbuild.pretrain import DEEP_READER_MODEL, READER_PRETRAIN
+
+FANOUT_RECIPE: dict[str, Any] = {
+    "base": DEEP_READER_MODEL,
+    "pretrain": READER_PRETRAIN,
+    "steps": 300,
+    "batch_size": 8,
+    "lr": 1.5e-3,
+    "demos_per_role": 256,
+    "rehearsal": 1,
+}
+"""``fanout``'s: short demonstrations (under 600 tokens), so 300 SFT steps of 8 from the reader, one batch in
+seven rehearsing its pretraining."""
