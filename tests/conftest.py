@@ -152,3 +152,23 @@ def async_research_run(path: Path) -> RunSpec:
             "algorithm.rollout_correction.bypass_mode=false",  # the old-log-prob forward the fresh gap is measured in
         )
     )
+
+
+# ---- the shared fanout learning run: PARL on the fanout task (N words of k = 3 hops, budget B = 10, a known optimum)
+# from its shipped mixed cold start. Checked by the learning test (accuracy and parallelism move toward the optimum).
+
+FANOUT_LEARNING_STEPS = 8
+
+
+@shared_run
+def fanout_learning_run(path: Path) -> RunSpec:
+    """``parl_swarm`` on the fanout task, validated on 32 held-out tasks before training and after its last step."""
+    return RunSpec(
+        overrides=(
+            "embedded=fanout",
+            "parl.embedded.n_val=32",
+            f"trainer.total_training_steps={FANOUT_LEARNING_STEPS}",
+            f"trainer.test_freq={FANOUT_LEARNING_STEPS}",
+            "trainer.save_freq=-1",
+        )
+    )

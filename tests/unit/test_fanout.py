@@ -101,7 +101,7 @@ def test_rows_name_words_of_their_split_and_score_by_item_f1(tmp_path: Path) -> 
 
 def test_option_errors_name_their_field() -> None:
     assert option_errors({"options": {"rows_min": 6, "rows_max": 4}}) == [
-        "rows_min/rows_max: need 1 <= rows_min <= rows_max <= 48, got 6/4"
+        "rows_min/rows_max: need 1 <= rows_min <= rows_max <= 200, got 6/4"
     ]
     assert option_errors({"options": {"row_max": 4}})[0].startswith("row_max: unknown field")
     assert option_errors({"options": {"seed": 1}}) == ["seed: set parl.embedded.seed instead"]

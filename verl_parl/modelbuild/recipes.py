@@ -10,11 +10,11 @@ from verl_parl.modelbuild.pretrain import DEEP_READER_MODEL, READER_PRETRAIN
 FANOUT_RECIPE: dict[str, Any] = {
     "base": DEEP_READER_MODEL,
     "pretrain": READER_PRETRAIN,
-    "steps": 300,
+    "steps": 600,
     "batch_size": 8,
     "lr": 1.5e-3,
-    "demos_per_role": 256,
+    "demos_per_role": 512,
     "rehearsal": 1,
 }
-"""``fanout``'s: short demonstrations (under 600 tokens), so 300 SFT steps of 8 from the reader, one batch in
+"""``fanout``'s: short demonstrations (under 600 tokens), so 600 SFT steps of 8 from the reader, one batch in
 seven rehearsing its pretraining."""

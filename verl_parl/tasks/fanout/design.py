@@ -23,8 +23,9 @@ SUBAGENT_STEPS = HOPS + 1
 BUDGET = 10
 """Critical steps B: the swarm's k + 3 = 6 fits with 4 to spare, two serial words (2·(k + 2) = 10) spend it."""
 
-STARTS_PER_SPLIT = {"train": 192, "val": 48, "test": 48}
-"""Start words per split (disjoint): held-out tasks name only words no training task names."""
+STARTS_PER_SPLIT = {"train": 3000, "val": 200, "test": 200}
+"""Start words per split (disjoint): held-out tasks name only words no training task names, and there are too
+many training words to remember (a demonstration's words are mostly new to the model: it must copy them)."""
 
-MIDDLE_WORDS = 96
+MIDDLE_WORDS = 1000
 """Words in each of the two later layers (shared by the splits; a word's hops never depend on the task)."""
