@@ -15,7 +15,7 @@ import pytest
 
 pytest.register_assert_rewrite("main_runs", "run_pool")
 
-from main_runs import parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
+from main_runs import FANOUT_LEARNING_STEPS, parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
 from run_pool import (  # noqa: E402
     BACKGROUND_NICE,
     SHARED_RUNS,
@@ -156,8 +156,6 @@ def async_research_run(path: Path) -> RunSpec:
 
 # ---- the shared fanout learning run: PARL on the fanout task (N words of k = 3 hops, budget B = 10, a known optimum)
 # from its shipped mixed cold start. Checked by the learning test (accuracy and parallelism move toward the optimum).
-
-FANOUT_LEARNING_STEPS = 8
 
 
 @shared_run

@@ -146,6 +146,10 @@ def parl_reward_command(folder: Path) -> tuple[str, ...]:
     return (*PARL_REWARD_RUN, override.read_text())
 
 
+# ---- the fanout learning run (tests/conftest.py's fanout_learning_run): GRPO steps from the fanout cold start
+FANOUT_LEARNING_STEPS = 8
+
+
 # ---- a run breaks only within its own session: only that session's processes are signalled or killed
 
 
