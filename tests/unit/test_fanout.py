@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import random
 from pathlib import Path
 
@@ -144,3 +145,21 @@ def test_a_demonstration_is_the_same_for_the_same_seed() -> None:
     assert one.messages == demos.fanout_orchestrator(random.Random(3), parallel=True).messages
     with pytest.raises(ValueError, match="need their plan"):
         demos.fanout_orchestrator(random.Random(3))
+
+
+def test_a_demonstrated_assignment_is_the_same_tokens_as_the_word_in_the_question() -> None:
+    from transformers import AutoTokenizer
+
+    from verl_parl.tasks.widechain.__main__ import SHIPPED_TOKENIZER
+
+    tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED_TOKENIZER))
+    demo = demos.fanout_orchestrator(random.Random(0), parallel=True)
+    question = tokenizer.encode(demo.messages[1]["content"])
+    for call in demo.messages[2]["tool_calls"][1:]:
+        rendered = tokenizer.encode(json.dumps(call["function"]["arguments"]))  # as the chat template writes it
+        word = tokenizer.encode(" " + call["function"]["arguments"]["prompt"].strip())
+        assert _contains(question, word) and _contains(rendered, word)
+
+
+def _contains(ids: list[int], part: list[int]) -> bool:
+    return any(ids[i : i + len(part)] == part for i in range(len(ids) - len(part) + 1))

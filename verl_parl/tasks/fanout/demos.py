@@ -28,6 +28,14 @@ def _task(rng: random.Random) -> world.FanoutTask:
     return world.FanoutTask(words, tuple(w.number(s) for s in words))
 
 
+def as_copied(word: str) -> str:
+    """A word as a tool argument or an assignment: after a space, so that it is the same tokens as where it was
+    read (the question's list, a hop's answer, a row). Without the space a word right after a quote is other
+    tokens, and the tiny model miscopied it (``"prompt": "rupetu"`` from `` rupetu``): the research demonstrations
+    do the same for search queries."""
+    return " " + word
+
+
 def row(word: str, number: int) -> str:
     return f"| {word} | {number} |"
 
@@ -55,7 +63,7 @@ def fanout_orchestrator(rng: random.Random, parallel: bool | None = None) -> Dem
         raise ValueError("fanout orchestrator demonstrations need their plan: make_demos(..., parallel_share=...)")
     task = _task(rng)
     create = call(CREATE_SUBAGENT, {"name": world.SUBAGENT_NAME, "system_prompt": world.SUBAGENT_PROMPT})
-    assigns = [call(ASSIGN_TASK, {"agent": world.SUBAGENT_NAME, "prompt": w}) for w in task.words]
+    assigns = [call(ASSIGN_TASK, {"agent": world.SUBAGENT_NAME, "prompt": as_copied(w)}) for w in task.words]
     rows = [row(w, n) for w, n in zip(task.words, task.numbers, strict=True)]
     created = _tool(f"created subagent {world.SUBAGENT_NAME!r}")
     messages = _prompt(task, "parl_swarm")
@@ -76,7 +84,7 @@ def fanout_orchestrator(rng: random.Random, parallel: bool | None = None) -> Dem
 def _hops(start: str) -> list[Message]:
     """The hop turns from ``start`` to its last word, each with the tool's real answer."""
     w = world.world()
-    return [m for word in w.chain(start) for m in (_turn([call("hop", {"word": word})]), _tool(w.hop(word)))]
+    return [m for word in w.chain(start) for m in (_turn([call("hop", {"word": as_copied(word)})]), _tool(w.hop(word)))]
 
 
 def fanout_subagent(rng: random.Random) -> Demo:
@@ -84,7 +92,7 @@ def fanout_subagent(rng: random.Random) -> Demo:
     start = rng.choice(world.world().starts["train"])
     messages: list[Message] = [
         {"role": "system", "content": world.SUBAGENT_PROMPT},
-        {"role": "user", "content": start},
+        {"role": "user", "content": as_copied(start)},
         *_hops(start),
         {"role": "assistant", "content": row(start, world.world().number(start))},
     ]
