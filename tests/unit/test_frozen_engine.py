@@ -192,13 +192,105 @@ def test_group_backend_refuses_a_group_started_with_other_settings() -> None:
         check_group(group_info("vllm", "m", 1), serving)
 
 
-def test_replica_rollout_config_on_cpu_is_fp32_eager_with_an_explicit_kv_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("VERL_PLATFORM", "cpu")
-    cfg = replica_rollout_config("vllm", 2048)
-    assert cfg.dtype == "float32" and cfg.enforce_eager is True
-    assert cfg.engine_kwargs.vllm.kv_cache_memory_bytes == 256 * 2**20
-    monkeypatch.setenv("VERL_PLATFORM", "cuda")
-    assert "engine_kwargs" not in replica_rollout_config("vllm", 2048)
+ENGINE_KEYS = ("dtype", "enforce_eager", "enable_sleep_mode", "free_cache_engine", "engine_kwargs")
+CPU_OPTIONS = {  # configs/profile/cpu.yaml's rollout, as vLLM's CPU build needs it (docs/engines.md)
+    "dtype": "float32",
+    "enforce_eager": True,
+    "enable_sleep_mode": False,
+    "free_cache_engine": False,
+    "engine_kwargs": {
+        "vllm": {"kv_cache_memory_bytes": 256 * 2**20},
+        "sglang": {},
+        "trtllm": {},
+        "hf": {"num_threads": 1},
+    },
+}
+
+
+def composed(*overrides: str) -> Any:
+    from hydra import compose, initialize_config_module
+
+    from verl_parl.cli import assets
+
+    assets.register_resolver()
+    with initialize_config_module(config_module="verl_parl.configs", version_base=None), assets.building(False):
+        return compose(config_name="parl_trainer", overrides=list(overrides))
+
+
+def test_engine_options_default_to_the_policy_rollouts_keys_on_the_cpu_profile() -> None:
+    cfg = composed("profile=cpu")
+    options = swarm_settings(cfg).subagent.engine_options
+    assert options == CPU_OPTIONS
+    rollout = OmegaConf.to_container(cfg.actor_rollout_ref.rollout, resolve=True)
+    assert isinstance(rollout, dict) and options == {key: rollout[key] for key in ENGINE_KEYS}
+    assert type(options) is dict and type(options["engine_kwargs"]) is dict  # plain values, no DictConfig
+
+
+def test_the_policys_dtype_flows_into_the_engine_options_and_an_explicit_option_wins() -> None:
+    serving = swarm_settings(composed("profile=cpu", "actor_rollout_ref.rollout.dtype=bfloat16")).subagent
+    assert serving.engine_options == {**CPU_OPTIONS, "dtype": "bfloat16"}
+    cfg = composed("profile=cpu", "parl.subagent.engine_options.dtype=float16")
+    assert swarm_settings(cfg).subagent.engine_options == {**CPU_OPTIONS, "dtype": "float16"}
+    assert cfg.actor_rollout_ref.rollout.dtype == "float32"  # the policy keeps its own
+
+
+def test_engine_options_on_the_gpu_profile_are_verls_rollout_defaults() -> None:
+    """verl's rollout defaults have no enable_sleep_mode: null, which the replica leaves to RolloutConfig."""
+    serving = swarm_settings(composed("profile=gpu")).subagent
+    assert serving.engine_options == {
+        "dtype": "bfloat16",
+        "enforce_eager": False,
+        "enable_sleep_mode": None,
+        "free_cache_engine": True,
+        "engine_kwargs": {"vllm": {}, "sglang": {}, "trtllm": {}},
+    }
+    assert "enable_sleep_mode" not in replica_rollout_config("vllm", 2048, serving.engine_options)
+
+
+def test_the_replica_config_takes_the_engine_options_and_builds_verls_rollout_config() -> None:
+    from verl.utils.config import omega_conf_to_dataclass
+
+    cfg = replica_rollout_config("vllm", 2048, CPU_OPTIONS)
+    assert OmegaConf.to_container(cfg) == {
+        **CPU_OPTIONS,
+        "_target_": "verl.workers.config.RolloutConfig",
+        "name": "vllm",
+        "mode": "async",
+        "load_format": "auto",
+        "tensor_model_parallel_size": 1,
+        "max_model_len": 2048,
+        "prompt_length": 1024,
+        "response_length": 1024,
+    }
+    rollout = omega_conf_to_dataclass(cfg)
+    assert rollout.dtype == "float32" and rollout.enforce_eager is True and rollout.enable_sleep_mode is False
+    assert rollout.engine_kwargs["vllm"] == {"kv_cache_memory_bytes": 256 * 2**20}
+    gpu = omega_conf_to_dataclass(
+        replica_rollout_config("vllm", 2048, {"dtype": "bfloat16", "enable_sleep_mode": None})
+    )
+    assert gpu.dtype == "bfloat16" and gpu.enable_sleep_mode is True  # null: verl's default
+    assert "dtype" not in replica_rollout_config("vllm", 2048)  # no options: verl's defaults
+
+
+def test_the_group_actor_builds_its_replicas_with_the_engine_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verl_parl.swarm.frozen import engine
+
+    monkeypatch.setattr(engine, "replica_class", lambda name: FakeReplica)
+    actor = engine.FrozenGroupActor("vllm", "m", 2, 512, CPU_OPTIONS)
+    assert [r.config.dtype for r in actor.group.replicas] == ["float32", "float32"]
+    assert actor.group.replicas[1].config.engine_kwargs.vllm.kv_cache_memory_bytes == 256 * 2**20
+    assert actor.info() == group_info("vllm", "m", 2)  # the options are not part of the group's identity
+
+
+def test_engine_options_must_be_a_mapping_without_the_groups_own_keys() -> None:
+    assert _serving().engine_options == {} and SubagentServing().engine_options == {}
+    assert _serving(engine_options={"dtype": "float16"}).engine_options == {"dtype": "float16"}
+    with pytest.raises(ConfigError, match=r"parl.subagent.engine_options: must be a mapping, got 'fp32'"):
+        _serving(engine_options="fp32")
+    with pytest.raises(
+        ConfigError, match=r"parl.subagent.engine_options: load_format, max_model_len set by the frozen"
+    ):
+        _serving(engine_options={"load_format": "dummy", "max_model_len": 8, "dtype": "float16"})
 
 
 @pytest.mark.parametrize(

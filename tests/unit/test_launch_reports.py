@@ -121,7 +121,8 @@ def test_cpu_workers_get_every_usable_core_and_servers_one_thread(
     assert env["OMP_NUM_THREADS"] == str(usable_cores())
     model = OmegaConf.create({"path": "/models/policy"})
     assert server_options(cfg.actor_rollout_ref.rollout, model)["num_threads"] == 1  # the policy's HF server
-    serving = parse_swarm({}, OmegaConf.to_container(cfg.parl.subagent), None).subagent  # the frozen servers'
+    subagent = OmegaConf.to_container(cfg.parl.subagent, resolve=True)  # engine_options interpolates the rollout's
+    serving = parse_swarm({}, subagent, None).subagent  # the frozen servers'
     assert serving.num_threads == 1
     with pytest.raises(ConfigError, match=r"parl\.subagent\.num_threads: must be at least 1"):
         parse_swarm({}, {"num_threads": 0}, None)

@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "verl_parl"
 NO_CLASS_OF_THEIR_OWN = {
     "context.subagent": "read by ContextSettings, the class of context.agent (the same keys)",
     "reward.lambda_finish": "read by ScheduleConfig, the class of reward.lambda_parallel (the same keys)",
+    "subagent.engine_options": "verl's rollout keys (from the policy's): SubagentServing's dict",
 }
 
 
@@ -74,6 +75,16 @@ def test_in_yaml_for_a_key_the_yaml_lacks_is_an_import_error() -> None:
 
     with pytest.raises(KeyError, match=r"parl\.swarms: not in configs/parl_trainer\.yaml"):
         yaml_defaults("swarms")
+
+
+def test_an_interpolation_is_never_a_dataclass_default() -> None:
+    """``parl.subagent.engine_options`` interpolates the policy's rollout: IN_YAML would copy the ``${...}`` text."""
+    assert "${" in str(yaml_default("subagent")["engine_options"])
+    with pytest.raises(TypeError, match=r"Options.engine_options: an interpolation \(\$\{oc.select:actor_rollout_ref"):
+
+        @yaml_defaults("subagent")
+        class Options:
+            engine_options: dict = IN_YAML
 
 
 def _decorated_sections() -> dict[str, list[str]]:

@@ -84,8 +84,8 @@ def yaml_defaults(section: str) -> Callable[[type[T]], type[T]]:
 
 
 def _default(value: Any, cls: type, name: str) -> Any:
-    if isinstance(value, str) and "${" in value:
-        raise TypeError(f"{cls.__name__}.{name}: an interpolation ({value}) cannot be a dataclass default")
+    if interpolation := _interpolation(value):
+        raise TypeError(f"{cls.__name__}.{name}: an interpolation ({interpolation}) cannot be a dataclass default")
     if isinstance(value, dict):
         hint = typing.get_type_hints(cls)[name]
         kind = next((t for t in typing.get_args(hint) or (hint,) if dataclasses.is_dataclass(t)), None)
@@ -95,6 +95,14 @@ def _default(value: Any, cls: type, name: str) -> Any:
     if isinstance(value, list):
         return tuple(value)
     return value
+
+
+def _interpolation(value: Any) -> str | None:
+    """The first ``${...}`` string in ``value`` (nested mappings and lists included), or None."""
+    if isinstance(value, str):
+        return value if "${" in value else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next(filter(None, map(_interpolation, items)), None)
 
 
 def _tuples(values: dict[str, Any]) -> dict[str, Any]:

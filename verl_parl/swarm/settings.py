@@ -12,6 +12,7 @@ from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.settings.handoff import NOT_HANDED, handed
 from verl_parl.settings.typecheck import mapping_errors, name_list_errors, type_errors
 from verl_parl.swarm.episode import SwarmLimits
+from verl_parl.swarm.frozen.engine import REPLICA_KEYS
 from verl_parl.swarm.frozen.schedule import KEY, CheckpointStage, FrozenGroupSchedule, parse_schedule, vocab_errors
 from verl_parl.swarm.subagent import SubagentLimits
 
@@ -31,6 +32,8 @@ class SubagentServing:
     OpenAI-compatible endpoint (``base_url``, ``model``); ``shared``: the live policy server (an ablation: NOT frozen).
     ``temperature`` is the subagents' sampling temperature in training and validation alike (0: greedy); None
     samples them as the policy is sampled (verl's rollout settings in training, ``val_kwargs`` in validation).
+    ``engine_options`` are keys of verl's rollout config that each vllm/sglang replica takes (the YAML's default
+    interpolates the policy rollout's; a null value: verl's default).
     """
 
     mode: str = IN_YAML
@@ -43,6 +46,9 @@ class SubagentServing:
     base_url: str | None = IN_YAML
     model: str | None = IN_YAML
     temperature: float | None = IN_YAML
+    # Not IN_YAML: the YAML's default interpolates actor_rollout_ref.rollout, which no dataclass default can. {}
+    # here leaves the replicas at verl's RolloutConfig defaults; a run's composed value arrives through parse_swarm.
+    engine_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.temperature is not None and self.temperature < 0:
@@ -57,6 +63,11 @@ class SubagentServing:
             raise ValueError(f"parl.subagent.num_threads: must be at least 1, got {self.num_threads}")
         if self.max_restarts < 0:
             raise ValueError(f"parl.subagent.max_restarts: must be >= 0, got {self.max_restarts}")
+        if reserved := [key for key in self.engine_options if key in REPLICA_KEYS]:
+            raise ValueError(
+                f"parl.subagent.engine_options: {', '.join(reserved)} set by the frozen group itself "
+                "(parl.subagent.engine, model_path, max_model_len), not here"
+            )
         if self.mode == "dedicated" and self.engine is not None and self.engine not in SUBAGENT_ENGINES:
             raise ValueError(
                 f"parl.subagent.engine: {self.engine!r} is not one of {SUBAGENT_ENGINES}"

@@ -1,7 +1,9 @@
 """The dedicated frozen group on a GPU engine (``parl.subagent.engine`` = ``vllm`` or ``sglang``).
 
 One named Ray actor, ``parl_frozen_group``, owns ``instances`` verl rollout replicas started standalone
-(each on its own resource pool, loading ``parl.subagent.model_path``). It is never handed to the
+(each on its own resource pool, loading ``parl.subagent.model_path``, configured by
+``parl.subagent.engine_options``: by default the policy rollout's dtype, eager mode, sleep mode, KV-cache
+and engine keyword arguments, so the CPU profile's vLLM settings reach it too). It is never handed to the
 trainer's checkpoint manager, so the replicas never receive weight updates. Agent-loop workers in any
 process find it by name (``get_if_exists``: the first caller starts it) and round-robin over the
 replicas' server handles (:class:`verl_parl.swarm.frozen.ActorBackend`).
@@ -29,14 +31,33 @@ def replica_class(engine: str, registry_get: Callable[[str], type] | None = None
     return registry_get(engine)
 
 
-def replica_rollout_config(engine: str, max_model_len: int, tensor_parallel_size: int = 1) -> Any:
-    """A standalone rollout config for one frozen replica: real weights (``load_format=auto``), no training."""
+REPLICA_KEYS = (
+    "_target_",
+    "name",
+    "mode",
+    "load_format",
+    "tensor_model_parallel_size",
+    "max_model_len",
+    "prompt_length",
+    "response_length",
+)
+"""Keys of a replica's rollout config that the group sets itself: ``parl.subagent.engine_options`` may not name them."""
+
+
+def replica_rollout_config(
+    engine: str, max_model_len: int, engine_options: dict[str, Any] | None = None, tensor_parallel_size: int = 1
+) -> Any:
+    """A standalone rollout config for one frozen replica: real weights (``load_format=auto``), no training.
+
+    ``engine_options`` (``parl.subagent.engine_options``: dtype, enforce_eager, sleep mode, KV cache, engine_kwargs,
+    by default the policy rollout's) are merged in; a null value leaves the key at verl's ``RolloutConfig`` default.
+    """
     from omegaconf import OmegaConf
 
-    from verl_parl.cpu import cpu_selected
-
     half = max(1, max_model_len // 2)
+    options = {key: value for key, value in (engine_options or {}).items() if value is not None}
     config: dict[str, Any] = {
+        **options,
         "_target_": "verl.workers.config.RolloutConfig",
         "name": engine,
         "mode": "async",
@@ -46,20 +67,7 @@ def replica_rollout_config(engine: str, max_model_len: int, tensor_parallel_size
         "prompt_length": half,
         "response_length": max_model_len - half,
     }
-    if cpu_selected():
-        config.update(CPU_REPLICA_SETTINGS)
     return OmegaConf.create(config)
-
-
-# On the CPU platform (vLLM's CPU build): fp32, no CUDA graphs, and an explicit KV cache, since vLLM would
-# otherwise reserve gpu_memory_utilization of host memory (docs/engines.md). Same as the CPU profile's rollout.
-CPU_REPLICA_SETTINGS: dict[str, Any] = {
-    "dtype": "float32",
-    "enforce_eager": True,
-    "enable_sleep_mode": False,  # vLLM refuses sleep mode on CPU
-    "free_cache_engine": False,
-    "engine_kwargs": {"vllm": {"kv_cache_memory_bytes": 256 * 2**20}},
-}
 
 
 def replica_model_config(model_path: str) -> Any:
@@ -127,12 +135,19 @@ def group_mismatch(info: dict[str, Any], engine: str, model_path: str, instances
 class FrozenGroupActor:
     """Ray actor (named ``parl_frozen_group``) owning the frozen replicas; hands out their server handles."""
 
-    def __init__(self, engine: str, model_path: str, instances: int, max_model_len: int) -> None:
+    def __init__(
+        self,
+        engine: str,
+        model_path: str,
+        instances: int,
+        max_model_len: int,
+        engine_options: dict[str, Any] | None = None,
+    ) -> None:
         self.info_ = group_info(engine, model_path, instances)
         self.group = ReplicaGroup(
             replica_class(engine),
             instances,
-            replica_rollout_config(engine, max_model_len),
+            replica_rollout_config(engine, max_model_len, engine_options),
             replica_model_config(model_path),
         )
 
@@ -155,7 +170,7 @@ def group_actor(serving: Any) -> Any:
     return (
         ray.remote(FrozenGroupActor)
         .options(name=FROZEN_GROUP_ACTOR, get_if_exists=True, num_cpus=0, max_concurrency=1000)
-        .remote(serving.engine, serving.model_path, serving.instances, serving.max_model_len)
+        .remote(serving.engine, serving.model_path, serving.instances, serving.max_model_len, serving.engine_options)
     )
 
 
