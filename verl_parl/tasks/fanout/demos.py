@@ -30,9 +30,9 @@ def _task(rng: random.Random) -> world.FanoutTask:
 
 def as_copied(word: str) -> str:
     """A word as a tool argument or an assignment: after a space, so that it is the same tokens as where it was
-    read (the question's list, a hop's answer, a row). Without the space a word right after a quote is other
-    tokens, and the tiny model miscopied it (``"prompt": "rupetu"`` from `` rupetu``): the research demonstrations
-    do the same for search queries."""
+    read (the question's list, a hop's answer, a row). Right after a quote a word is other tokens, and the tiny
+    model miscopied it (held-out swarm item-F1 0.52 against 0.82; docs/tasks.md). The research demonstrations do
+    the same for search queries."""
     return " " + word
 
 
