@@ -3,6 +3,7 @@ keys they take, the check that ``parl.embedded.options`` does not set those, and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -46,3 +47,26 @@ def written(directory: Path, dataset: ModuleType) -> dict[str, Path]:
     """What a suite's writer returns: its splits' parquet files, its search index and its tools config."""
     paths = {split: directory / f"{split}.parquet" for split in dataset.SPLITS}
     return {**paths, "index": directory / dataset.INDEX_DIR, "tools": directory / dataset.TOOLS_FILE}
+
+
+def field_errors(
+    config_cls: type, values: dict[str, Any], ints: tuple[str, ...]
+) -> tuple[list[str], dict[str, Any], bool]:
+    """A suite config's field problems: names that are not fields of the dataclass ``config_cls`` (with the closest
+    one), and ``ints`` that are not ints >= 0 (``seed`` may be negative); the values over the defaults; and whether
+    every one of ``ints`` is fine (the checks that compare them can run)."""
+    from verl_parl.settings.errors import did_you_mean
+
+    defaults = {f.name: f.default for f in dataclasses.fields(config_cls)}
+    errors = [
+        f"{name}: unknown field{did_you_mean(name, defaults)}; known: {sorted(defaults)}"
+        for name in values
+        if name not in defaults
+    ]
+    merged = {**defaults, **{k: value for k, value in values.items() if k in defaults}}
+    bad = [
+        n
+        for n in ints
+        if not isinstance(merged[n], int) or isinstance(merged[n], bool) or (n != "seed" and merged[n] < 0)
+    ]
+    return errors + [f"{n}: must be an int >= 0, got {merged[n]!r}" for n in bad], merged, not bad

@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from verl_parl.settings.errors import did_you_mean
+from verl_parl.tasks import suites
 from verl_parl.tasks.fanout import design
 from verl_parl.tools.base import ToolError
 
@@ -80,18 +80,10 @@ class FanoutConfig:
 
 def config_errors(values: dict[str, Any]) -> list[str]:
     """Every problem of :class:`FanoutConfig` field values (defaults fill the missing ones), each naming its field."""
-    defaults = {f.name: f.default for f in dataclasses.fields(FanoutConfig)}
-    errors = [
-        f"{name}: unknown field{did_you_mean(name, defaults)}; known: {sorted(defaults)}"
-        for name in values
-        if name not in defaults
-    ]
-    v = {**defaults, **{k: value for k, value in values.items() if k in defaults}}
     ints = ("seed", "n_train", "n_val", "n_test", "rows_min", "rows_max")
-    bad = [n for n in ints if not isinstance(v[n], int) or isinstance(v[n], bool) or (n != "seed" and v[n] < 0)]
-    errors += [f"{n}: must be an int >= 0, got {v[n]!r}" for n in bad]
+    errors, v, ints_ok = suites.field_errors(FanoutConfig, values, ints)
     most = min(design.STARTS_PER_SPLIT.values())
-    if not bad and not 1 <= v["rows_min"] <= v["rows_max"] <= most:
+    if ints_ok and not 1 <= v["rows_min"] <= v["rows_max"] <= most:
         errors.append(
             f"rows_min/rows_max: need 1 <= rows_min <= rows_max <= {most}, got {v['rows_min']}/{v['rows_max']}"
         )

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from verl_parl.settings.errors import did_you_mean
+from verl_parl.tasks import suites
 from verl_parl.tasks.research import dataset as research_dataset
 from verl_parl.tasks.research import source
 from verl_parl.tasks.research.tasks import gold_csv
@@ -108,13 +108,6 @@ class WidechainConfig:
 def config_errors(values: dict[str, Any]) -> list[str]:
     """Every problem of :class:`WidechainConfig` field values (defaults fill the missing ones), each naming its
     field."""
-    defaults = {f.name: f.default for f in dataclasses.fields(WidechainConfig)}
-    errors = [
-        f"{name}: unknown field{did_you_mean(name, defaults)}; known: {sorted(defaults)}"
-        for name in values
-        if name not in defaults
-    ]
-    v = {**defaults, **{k: value for k, value in values.items() if k in defaults}}
     ints = (
         "seed",
         "n_train",
@@ -126,9 +119,8 @@ def config_errors(values: dict[str, Any]) -> list[str]:
         "cities_per_country",
         "region_size",
     )
-    bad = [n for n in ints if not isinstance(v[n], int) or isinstance(v[n], bool) or (n != "seed" and v[n] < 0)]
-    errors += [f"{n}: must be an int >= 0, got {v[n]!r}" for n in bad]
-    if bad:
+    errors, v, ints_ok = suites.field_errors(WidechainConfig, values, ints)
+    if not ints_ok:
         return errors
     if not 1 <= v["rows_min"] <= v["rows_max"]:
         errors.append(f"rows_min/rows_max: need 1 <= rows_min <= rows_max, got {v['rows_min']}/{v['rows_max']}")
