@@ -4,8 +4,8 @@
         default=outputs/2026-11-22_12-30-00 "λ=0"=outputs/2026-11-22_13-00-00
 
 Each run is ``LABEL=RUN_FOLDER`` (the folder holding ``metrics.jsonl``). ``--heldout`` draws the held-out
-validation metrics instead (item-F1, critical steps, of all and of wide tasks, spurious fraction) and
-training r_perf.
+validation metrics instead (item-F1, critical steps, parallel episodes, parallelism, spurious fraction; the
+research suite's wide tasks apart) and training r_perf. Panels no run logs are left out.
 It also prints, per run and metric, the mean of the first and of the last five steps that have the metric.
 """
 
@@ -22,6 +22,8 @@ PANELS = (
     ("parl/serial_fraction/mean", "serial fraction (training)"),
     ("parl/critical_steps/mean", "critical steps (training)"),
     ("parl/num_assigned/mean", "subagents assigned (training)"),
+    ("parl/reward/r_perf", "r_perf (training)"),
+    ("parl/spurious_fraction/mean", "spurious fraction (training)"),
     ("val-aux/verl_parl/research/wide/item_f1/mean@1", "held-out item-F1 (wide)"),
 )
 HELDOUT_PANELS = (
@@ -29,6 +31,8 @@ HELDOUT_PANELS = (
     ("val-aux/verl_parl/research/wide/item_f1/mean@1", "held-out item-F1 (wide)"),
     ("val-parl/critical_steps/mean", "held-out critical steps"),
     ("val-parl/wide/critical_steps/mean", "held-out critical steps (wide)"),
+    ("val-parl/parallel_episode/mean", "held-out parallel episodes"),
+    ("val-parl/parallelism/mean", "held-out parallelism"),
     ("val-parl/spurious_fraction/mean", "held-out spurious fraction"),
     ("parl/reward/r_perf", "r_perf (training)"),
 )
@@ -71,8 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
-    for ax, (key, title) in zip(axes.flat, panels, strict=True):
+    panels = [(key, title) for key, title in panels if any(series(records, key)[1] for records in runs.values())]
+    if not panels:
+        parser.error("none of the runs logs a metric this plot draws")
+    rows = -(-len(panels) // 3)
+    fig, axes = plt.subplots(rows, 3, figsize=(15, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax, (key, title) in zip(axes.flat, panels, strict=False):
         for index, (label, records) in enumerate(runs.items()):
             steps, values = series(records, key)
             if not values:

@@ -160,11 +160,11 @@ def async_research_run(path: Path) -> RunSpec:
 
 @shared_run
 def fanout_learning_run(path: Path) -> RunSpec:
-    """``parl_swarm`` on the fanout task, validated on 24 held-out tasks before training and after its last step."""
+    """``parl_swarm`` on the fanout task, validated on 16 held-out tasks before training and after its last step."""
     return RunSpec(
         overrides=(
             "embedded=fanout",
-            "parl.embedded.n_val=24",
+            "parl.embedded.n_val=16",
             f"trainer.total_training_steps={FANOUT_LEARNING_STEPS}",
             f"trainer.test_freq={FANOUT_LEARNING_STEPS}",
             "trainer.save_freq=-1",
