@@ -122,7 +122,7 @@ def parl_reward_resumed(path: Path) -> RunSpec:
     return RunSpec(overrides=overrides, resumes="parl_reward_interrupted")
 
 
-# ---- the shared research-under-async run: the research suite (the default embedded task of today) under verl's
+# ---- the shared research-under-async run: the research suite (the default embedded task until 2026-11-28) under verl's
 # colocate_async trainer mode, 3 steps. Checked by the async test (off-policy metrics, the fresh probability gap) and
 # the research test (the suite's scorer validates held-out tasks before and after training).
 

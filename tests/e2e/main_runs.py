@@ -25,7 +25,7 @@ import psutil
 
 def main_command(run_dir: Path | str, *overrides: str) -> list[str]:
     """``python -m verl_parl.main`` writing to ``run_dir``; the arithmetic task unless ``overrides`` name
-    another (the research default first trains its own cold-start model)."""
+    another (the default task trains 12 steps)."""
     task = [] if any(o.startswith("embedded=") for o in overrides) else ["embedded=arithmetic"]
     return [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={run_dir}", *task, *overrides]
 
