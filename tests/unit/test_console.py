@@ -32,6 +32,7 @@ STEP = {
     "val-parl/item_f1/mean": 0.0833,
     "val-parl/score/mean": 0.35,
     "val-parl/results_item_f1/mean": 0.25,
+    "val-parl/critical_steps/mean": 5.875,
     "actor/grad_norm": 0.7,  # never shown
 }
 
@@ -40,7 +41,7 @@ def test_a_step_line_shows_reward_terms_swarm_metrics_time_and_heldout() -> None
     assert format_step(STEP, total_steps=20) == (
         "[verl-parl] step 3/20  reward 0.412 (perf 0.350, parallel 0.050, finish 0.013)"
         "  critical steps 6.25  parallelism 2.12  looped 0.31  21.3 s/step  held-out item-F1 0.083, score 0.350,"
-        " results item-F1 0.250"
+        " results item-F1 0.250, critical steps 5.88"
     )
 
 
@@ -53,7 +54,9 @@ def test_absent_fields_are_skipped_and_verl_score_stands_in_for_the_reward() -> 
 
 def test_validation_before_training_is_labelled_and_empty_records_give_no_line() -> None:
     record = {"step": 0, "val-parl/score/mean": 0.0093, "val-parl/critical_steps/mean": 4.19}
-    assert format_step(record, total_steps=2) == "[verl-parl] step 0/2 validation  held-out score 0.009"
+    assert format_step(record, total_steps=2) == (
+        "[verl-parl] step 0/2 validation  held-out score 0.009, critical steps 4.19"
+    )
     assert format_step({"step": 0, "val-aux/num_turns/mean": 5.0}, total_steps=2) is None
 
 

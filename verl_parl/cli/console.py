@@ -41,9 +41,9 @@ def format_step(record: dict[str, Any], total_steps: int | None = None) -> str |
     Shows, when present: step/total, the reward mean (``parl/reward/total``, else verl's ``critic/score/mean``)
     and its terms (``parl/reward/r_perf``, ``r_parallel``, ``r_finish``), critical steps, parallelism and the
     share of looped episodes (``parl/*/mean``), seconds per step (``timing_s/step``) and, when the step
-    validated, held-out item-F1, score and the subagents' results item-F1 (``val-parl/*/mean``). A record that
-    is not a training step (verl's validation before training) is labelled ``validation``; None when it has none
-    of these fields."""
+    validated, held-out item-F1, score, the subagents' results item-F1 and critical steps (``val-parl/*/mean``).
+    A record that is not a training step (verl's validation before training) is labelled ``validation``; None when
+    it has none of these fields."""
     fields: list[str] = []
     reward = _number(record, "parl/reward/total")
     reward = _number(record, "critic/score/mean") if reward is None else reward
@@ -60,11 +60,12 @@ def format_step(record: dict[str, Any], total_steps: int | None = None) -> str |
     if (seconds := _number(record, "timing_s/step")) is not None:
         fields.append(f"{seconds:.1f} s/step")
     heldout = [
-        f"{label} {value:.3f}"
-        for label, key in (
-            ("item-F1", "val-parl/item_f1/mean"),
-            ("score", "val-parl/score/mean"),
-            ("results item-F1", "val-parl/results_item_f1/mean"),
+        f"{label} {value:{spec}}"
+        for label, key, spec in (
+            ("item-F1", "val-parl/item_f1/mean", ".3f"),
+            ("score", "val-parl/score/mean", ".3f"),
+            ("results item-F1", "val-parl/results_item_f1/mean", ".3f"),
+            ("critical steps", "val-parl/critical_steps/mean", ".2f"),
         )
         if (value := _number(record, key)) is not None
     ]
