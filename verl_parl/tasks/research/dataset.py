@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from verl_parl.settings.errors import did_you_mean
+from verl_parl.tasks import suites
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import source
 from verl_parl.tasks.research.tasks import ALIASES, METRICS, WIDE, Pool, Task, draw_tasks
@@ -108,18 +108,7 @@ class SuiteConfig:
 def suite_errors(values: dict[str, Any]) -> list[str]:
     """Every problem of :class:`SuiteConfig` field values ``values`` (defaults fill the missing ones),
     each naming its field, without building the config."""
-    defaults = {f.name: f.default for f in dataclasses.fields(SuiteConfig)}
-    unknown = [
-        f"{name}: unknown field{did_you_mean(name, defaults)}; known: {sorted(defaults)}"
-        for name in values
-        if name not in defaults
-    ]
-    v = {**defaults, **{k: value for k, value in values.items() if k in defaults}}
-    errors = unknown + [
-        f"{name}: must be an int >= 0, got {v[name]!r}"
-        for name in ("n_train", "n_val", "n_test")
-        if not isinstance(v[name], int) or isinstance(v[name], bool) or v[name] < 0
-    ]
+    errors, v, _ = suites.field_errors(SuiteConfig, values, ("n_train", "n_val", "n_test"))
     numbers = ("wide_fraction", "wide_min", "wide_max", "region_size", "cities_per_country")
     bad = [name for name in numbers if not isinstance(v[name], int | float) or isinstance(v[name], bool)]
     errors += [f"{name}: must be a number, got {v[name]!r}" for name in bad]
