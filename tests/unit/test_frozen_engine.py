@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_parl.cli.config import ConfigError
-from verl_parl.swarm.frozen import is_hf, is_hf_server_name
+from verl_parl.swarm.frozen import FrozenServerError, is_hf, is_hf_server_name
 from verl_parl.swarm.frozen.engine import (
     REPLICA_NAME_SUFFIX,
     GroupBackend,
@@ -98,14 +98,20 @@ def test_replica_class_comes_from_the_registry() -> None:
 
 
 class FakeServer:
-    """A replica's token-in-token-out server: echoes its rank and the prompt length."""
+    """A replica's token-in-token-out server: echoes its rank and the prompt length; once ``dead``, every
+    request fails as a request to a dead Ray actor does."""
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.generate = self
+        self.dead = False
 
     def remote(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str) -> Any:
         async def out() -> Any:
+            if self.dead:
+                from ray.exceptions import RayActorError
+
+                raise RayActorError()
             return type("TokenOutput", (), {"token_ids": [self.rank, len(prompt_ids)], "stop_reason": "completed"})()
 
         return out()
@@ -116,14 +122,21 @@ class FakeReplica:
 
     def __init__(self, replica_rank: int, config: Any, model_config: Any, gpus_per_node: int, name_suffix: str) -> None:
         self.rank, self.config, self.model_config, self.name_suffix = replica_rank, config, model_config, name_suffix
-        self.server_handle: Any = None
+        self.servers: list[FakeServer] = []
         self.server_address: str | None = None
 
     async def init_standalone(self) -> None:
         await asyncio.sleep(0)
         FakeReplica.started.append(self.rank)
-        self.server_handle = FakeServer(self.rank)
+        await self.launch_servers()
+
+    async def launch_servers(self) -> None:
+        self.servers.append(FakeServer(self.rank))
         self.server_address = f"127.0.0.1:{9000 + self.rank}"
+
+    @property
+    def server_handle(self) -> FakeServer:
+        return self.servers[0]
 
 
 def test_replica_group_starts_once_and_hands_out_handles_in_rank_order() -> None:
@@ -152,17 +165,19 @@ class FakeGroupActor:
     """The ``parl_frozen_group`` actor's interface, backed by a real ReplicaGroup of fakes."""
 
     def __init__(self, info: dict[str, Any], group: ReplicaGroup) -> None:
-        self._info, self._group = info, group
+        self._info, self.group = info, group
         self.info = self._method(lambda: self._info)
-        self.handles = self._method(None)
+        self.lease = self._method(group.lease)
+        self.restart = self._method(group.restart)
+        self.generations = self._method(group.current_generations)
 
-    def _method(self, value: Any) -> Any:
-        actor = self
-
+    @staticmethod
+    def _method(function: Any) -> Any:
         class Method:
-            def remote(self) -> Any:
+            def remote(self, *args: Any) -> Any:
                 async def call() -> Any:
-                    return value() if value else await actor._group.handles()
+                    value = function(*args)
+                    return await value if asyncio.iscoroutine(value) else value
 
                 return call()
 
@@ -190,6 +205,66 @@ def test_group_backend_refuses_a_group_started_with_other_settings() -> None:
         asyncio.run(backend.generate([1], {}))
     with pytest.raises(ValueError, match="parl_frozen_group"):
         check_group(group_info("vllm", "m", 1), serving)
+
+
+def test_a_replica_is_restarted_once_per_failure_and_declared_dead_past_max_restarts() -> None:
+    announced: list[tuple[int, int]] = []
+    group: ReplicaGroup
+
+    async def announce(rank: int, seconds: float) -> None:
+        announced.append((rank, group.restarts[rank]))
+
+    group = ReplicaGroup(FakeReplica, 2, "rc", "mc", max_restarts=1, announce=announce)
+
+    async def run() -> tuple[Any, Any, list[int]]:
+        first, _ = await group.lease()
+        await asyncio.gather(group.restart(0, 0), group.restart(0, 0))  # two failures seen at generation 0
+        second, generations = await group.lease()
+        await group.restart(0, 1)  # it failed again: no restarts left
+        return first, second, generations
+
+    first, second, generations = asyncio.run(run())
+    assert second[0] is not first[0] and second[1] is first[1]  # a new server for replica 0 only
+    assert generations == [1, 0]
+    assert announced == [(0, 0), (1, 0), (0, 1)]  # both started, then replica 0 restarted once
+    assert group.status() == {"restarts": 1, "dead": ["parl_frozen_group replica 0"]}
+    asyncio.run(group.restart(0, 1))  # a dead replica stays dead
+    assert group.status()["restarts"] == 1
+
+
+def test_the_backend_fails_a_dead_replicas_request_by_name_then_uses_the_restarted_one() -> None:
+    serving = SubagentServing(model_path="m", engine="vllm", instances=1, max_restarts=1)
+    actor = FakeGroupActor(group_info("vllm", "m", 1), ReplicaGroup(FakeReplica, 1, "rc", "mc", max_restarts=1))
+    backend = GroupBackend(actor, serving)
+
+    async def run() -> tuple[list[int], str, list[int]]:
+        before = await backend.generate([1, 2], {})
+        actor.group.replicas[0].server_handle.dead = True  # its process died
+        with pytest.raises(FrozenServerError) as failed:
+            await backend.generate([1, 2], {})
+        return before, str(failed.value), await backend.generate([1, 2, 3], {})
+
+    before, failure, after = asyncio.run(run())
+    assert before == [0, 2] and after == [0, 3]
+    assert failure.startswith("parl_frozen_group replica 0 died while generating")
+    assert actor.group.status() == {"restarts": 1, "dead": []}
+
+
+def test_a_backend_holding_a_replaced_handle_goes_to_the_new_server_without_failing() -> None:
+    serving = SubagentServing(model_path="m", engine="vllm", instances=1, max_restarts=1)
+    actor = FakeGroupActor(group_info("vllm", "m", 1), ReplicaGroup(FakeReplica, 1, "rc", "mc", max_restarts=1))
+    seen, stale = GroupBackend(actor, serving), GroupBackend(actor, serving)  # two agent-loop processes
+
+    async def run() -> list[int]:
+        await asyncio.gather(seen.generate([1], {}), stale.generate([1], {}))  # both hold the first server
+        actor.group.replicas[0].server_handle.dead = True
+        with pytest.raises(FrozenServerError):
+            await seen.generate([1], {})
+        await seen.generate([1], {})  # waits for the restart
+        return await stale.generate([1, 2], {})
+
+    assert asyncio.run(run()) == [0, 2]
+    assert actor.group.status() == {"restarts": 1, "dead": []}
 
 
 ENGINE_KEYS = ("dtype", "enforce_eager", "enable_sleep_mode", "free_cache_engine", "engine_kwargs")

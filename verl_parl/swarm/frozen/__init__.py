@@ -99,12 +99,13 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
     many of them now hold weights different from the first digest seen for the checkpoint they serve
     (``first_digests``, keyed by server and checkpoint path, is updated in place and must persist
     across steps; a scheduled checkpoint switch is not a change). Both 0 when no dedicated group runs.
-    A vllm/sglang group (``parl_frozen_group``) adds its replicas to ``instances``; its weights are not
-    digested (they are never handed to the trainer's weight sync, so they cannot change).
+    A vllm/sglang group (``parl_frozen_group``) adds its replicas to ``instances`` and logs
+    ``parl/frozen/restarts`` (its replicas' restarts so far); its weights are not digested (they are never
+    handed to the trainer's weight sync, so they cannot change).
 
     Raises:
-        FrozenServerError: a server seen at an earlier call is gone or dead (its process died more
-            often than ``parl.subagent.max_restarts``); the message names it. The trainer lets it stop
+        FrozenServerError: a server seen at an earlier call is gone or dead, or a replica of the group is
+            dead (its process died more often than ``parl.subagent.max_restarts``); the message names it. The trainer lets it stop
             the run: training on with every subagent failing would be silent.
     """
     import ray
@@ -118,8 +119,13 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
     if gone:
         raise FrozenServerError(_dead_message(gone))
     replicas = 0
+    group: dict[str, Any] = {}
     if FROZEN_GROUP_ACTOR in named:
-        replicas = int(ray.get(ray.get_actor(FROZEN_GROUP_ACTOR).info.remote())["instances"])
+        actor = ray.get_actor(FROZEN_GROUP_ACTOR)
+        info, group = ray.get([actor.info.remote(), actor.status.remote()])
+        if group["dead"]:
+            raise FrozenServerError(_dead_message(group["dead"]))
+        replicas = int(info["instances"])
     digests: list[str] = []
     paths: list[str] = []
     for name in names:
@@ -133,7 +139,10 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
     changed = 0
     for name, path, digest in zip(names, paths, digests, strict=True):
         changed += first_digests.setdefault(f"{name}@{path}", digest) != digest
-    return {"parl/frozen/instances": float(len(names) + replicas), "parl/frozen/weights_changed": float(changed)}
+    metrics = {"parl/frozen/instances": float(len(names) + replicas), "parl/frozen/weights_changed": float(changed)}
+    if group:
+        metrics["parl/frozen/restarts"] = float(group["restarts"])
+    return metrics
 
 
 def is_hf_server_name(name: str) -> bool:

@@ -18,7 +18,12 @@ ABORTED = ("aborted", "abort")  # stop reasons of a response cut short (vLLM / h
 
 
 class FrozenServerError(RuntimeError):
-    """A frozen server's process died (or is being restarted) while it held a request; names the server."""
+    """A frozen server's process died (or is being restarted) while it held a request; names the server.
+    ``server``: the server's index in its backend's list, when a request to it failed (None otherwise)."""
+
+    def __init__(self, message: str, server: int | None = None) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 class ActorBackend:
@@ -69,4 +74,5 @@ class ActorBackend:
                 prompt_ids=prompt_ids, sampling_params=sampling_params, request_id=uuid4().hex
             )
         except RayActorError as exc:
-            raise FrozenServerError(f"{self.names[index]} died while generating: {first_line(exc)}") from exc
+            message = f"{self.names[index]} died while generating: {first_line(exc)}"
+            raise FrozenServerError(message, server=index) from exc
