@@ -1,8 +1,10 @@
-"""End to end on vLLM's CPU build (``bash scripts/install.sh vllm``): ``parl_swarm`` on the research task (its
-cold start has head_dim 64; vLLM's CPU attention refuses the arithmetic model's 16), 2 GRPO steps, with the
-policy's rollouts on verl's own vLLM server (``actor_rollout_ref.rollout.name=vllm``, weights synced from the
-trainer every step through verl's checkpoint engine) and the dedicated frozen-subagent group on vLLM replicas
-(``parl.subagent.engine=vllm``, never weight-synced). One shared run, several checks.
+"""End to end on vLLM's CPU build (``bash scripts/install.sh test`` installs it): ``parl_swarm`` on the default task
+(``fanout``), 3 GRPO steps, with the policy's rollouts on verl's own vLLM server
+(``actor_rollout_ref.rollout.name=vllm``, weights synced from the trainer every step through verl's checkpoint
+engine) and the dedicated frozen-subagent group on a vLLM replica (``parl.subagent.engine=vllm``, never
+weight-synced). One shared run, several checks; it is also the frozen group's fault test on vLLM: once step 1 is
+logged, the replica's server process (and its engine core) is killed with SIGKILL, so step 2's subagents that
+reach it fail naming it, the group restarts it, and the run goes on to step 3.
 
 The rollout-vs-trainer gap (``training/rollout_probs_diff_max``: the largest difference between the probability
 vLLM gave a sampled token and the one the trainer computes for it with the weights just synced) is logged in
@@ -17,11 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 from main_runs import MainRun, assert_trained
-from run_pool import RunSpec, shared_run
+from run_pool import Launch, RunSpec, shared_run, step_logged
 
 from verl_parl.modelbuild.shipped import WEIGHTS_FILE
 from verl_parl.testing.engines import vllm_missing
@@ -29,7 +35,8 @@ from verl_parl.testing.engines import vllm_missing
 _MISSING = vllm_missing()
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
 
-STEPS = 2
+STEPS = 3
+KILLED_AFTER = 1  # the frozen replica's server is killed once this step is logged
 # Documented threshold (docs/engines.md): the hf server's gap with sync is <= 1e-4, without sync it grew to
 # 5.5e-4 after one update (docs/cpu.md); vLLM's fp32 kernels differ from torch's by more than the hf server's.
 GAP_MAX = 1e-3
@@ -40,36 +47,83 @@ def weights_sha256(folder: Path) -> str:
 
 
 def frozen_model() -> Path:
-    """The research task's cold start (built once into the cache): the checkpoint the frozen group loads."""
+    """The default task's cold start with its configured mix (the shipped one, copied once into the cache): the
+    checkpoint the frozen group loads."""
+    from omegaconf import OmegaConf
+
+    from verl_parl import configs
     from verl_parl.cli.config import resolved_cache_dir
     from verl_parl.modelbuild.coldstart import build_coldstart_model, default_spec
 
-    return build_coldstart_model(default_spec("research"), cache_dir=resolved_cache_dir(None) / "models")
+    embedded = OmegaConf.load(Path(configs.__file__).parent / "embedded" / "fanout.yaml").parl.embedded
+    spec = default_spec(embedded.task, parallel_share=embedded.parallel_share)
+    return build_coldstart_model(spec, cache_dir=resolved_cache_dir(None) / "models")
+
+
+SERVING = re.compile(r"frozen group: vllm parl_frozen_group replica 0 serving at \S+ \(server pid (\d+)")
+
+
+def replica_pids(console_log: str) -> list[int]:
+    """The frozen replica's server process ids, in the order the group announced them (start, restarts)."""
+    return [int(pid) for pid in SERVING.findall(console_log)]
+
+
+@dataclass(frozen=True)
+class KillFrozenReplica:
+    """Once step ``after`` is logged (step ``after + 1`` is starting), SIGKILL the frozen replica's server and
+    the processes it started (vLLM's engine core), by the process id the group announced."""
+
+    after: int
+
+    def __call__(self, launch: Launch) -> bool:
+        console_log = launch.run_dir / "console.log"
+        if not (step_logged(launch, self.after) and console_log.exists()):
+            return False
+        (pid,) = replica_pids(console_log.read_text(errors="replace"))
+        server = psutil.Process(pid)
+        for process in [*server.children(recursive=True), server]:
+            process.kill()
+        launch.notes["killed_pid"] = pid
+        return True
 
 
 @shared_run
 def vllm_swarm_run(path: Path) -> RunSpec:
-    """2 steps of parl_swarm, the policy and the dedicated frozen group on vLLM. verl starts the frozen replica on
-    a pool of (logical) GPUs of its own: the CPU profile declares one for it besides the trainer's."""
+    """3 steps of parl_swarm on the default task, the policy and the dedicated frozen group on vLLM; the group's
+    replica is killed after step 1. verl starts the frozen replica on a pool of (logical) GPUs of its own: the CPU
+    profile declares one for it besides the trainer's."""
     if _MISSING:
         pytest.skip(_MISSING)
     path.mkdir(parents=True)
     (path / "frozen.sha256").write_text(weights_sha256(frozen_model()))  # before the run
     return RunSpec(
         overrides=(
-            "embedded=research",  # vLLM's CPU attention has no kernel for the arithmetic model's head_dim 16
+            "embedded=fanout",  # the default task (the test runs' default is arithmetic, whose head_dim vLLM refuses)
             f"trainer.total_training_steps={STEPS}",
             "trainer.test_freq=-1",
             "trainer.val_before_train=false",
             "trainer.save_freq=-1",
-            "parl.embedded.agent_loop=parl_swarm",
             "actor_rollout_ref.rollout.name=vllm",
             "parl.subagent.mode=dedicated",
             "parl.subagent.engine=vllm",
             "parl.traces.train_fraction=1.0",
             "algorithm.rollout_correction.bypass_mode=false",  # verl's old-log-prob forward, where the gap is logged
-        )
+        ),
+        trigger=KillFrozenReplica(after=KILLED_AFTER),
     )
+
+
+def subagent_calls(run: MainRun) -> dict[int, list[dict[str, Any]]]:
+    """Every subagent call's record in the run's traces, by training step. A trace's ``global_steps`` is the
+    version of the weights that generated it: step N's rollout runs on the weights of step N - 1."""
+    calls: dict[int, list[dict[str, Any]]] = {}
+    for line in (run.run_dir / "traces" / "swarm.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for stage in record["stages"]:
+            for call in stage["calls"]:
+                if "subagent" in call:
+                    calls.setdefault(record["global_steps"] + 1, []).append(call["subagent"])
+    return calls
 
 
 def test_policy_on_vllm_trains_with_a_fresh_weight_sync_every_step(vllm_swarm_run: MainRun) -> None:
@@ -88,15 +142,26 @@ def test_subagents_were_served_by_the_frozen_vllm_group(vllm_swarm_run: MainRun)
         # one live frozen instance, and it is the vLLM group: engine=vllm starts no hf server
         assert record["parl/frozen/instances"] == 1
         assert record["parl/frozen/weights_changed"] == 0
-    # every subagent call returned from the group (an error there is recorded as status "error")
-    statuses = [
-        call["subagent"]["status"]
-        for line in (vllm_swarm_run.run_dir / "traces" / "swarm.jsonl").read_text().splitlines()
-        for stage in json.loads(line)["stages"]
-        for call in stage["calls"]
-        if "subagent" in call
-    ]
-    assert statuses and "error" not in statuses, statuses
+    calls = subagent_calls(vllm_swarm_run)
+    # before the kill and after the restart, every subagent call returned from the group (a failure is "error")
+    for step in (1, STEPS):
+        statuses = [call["status"] for call in calls.get(step, [])]
+        assert statuses and "error" not in statuses, (step, statuses)
+
+
+def test_a_killed_frozen_replica_fails_its_subagents_by_name_and_is_restarted(vllm_swarm_run: MainRun) -> None:
+    """The fault test of the frozen group on vLLM: killed after step 1, restarted, the run trained on."""
+    run = vllm_swarm_run
+    train = assert_trained(run.result, run.run_dir, steps=STEPS)
+    first, *restarted = replica_pids((run.run_dir / "console.log").read_text(errors="replace"))
+    assert first == run.notes["killed_pid"] and len(restarted) == 1 and restarted[0] != first
+    assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
+    failed = [c for c in subagent_calls(run)[KILLED_AFTER + 1] if c["status"] == "error"]
+    assert failed, "no subagent of step 2 saw the killed replica"
+    for call in failed:
+        assert "FrozenServerError: parl_frozen_group replica 0 died while generating" in call["failure"], call
+    restarts = {r["training/global_step"]: r["parl/frozen/restarts"] for r in train}
+    assert restarts == {1: 0, 2: 1, 3: 1}
 
 
 def test_frozen_checkpoint_is_unchanged(vllm_swarm_run: MainRun) -> None:

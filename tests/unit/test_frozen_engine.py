@@ -225,6 +225,7 @@ def test_a_replica_is_restarted_once_per_failure_and_declared_dead_past_max_rest
 
     first, second, generations = asyncio.run(run())
     assert second[0] is not first[0] and second[1] is first[1]  # a new server for replica 0 only
+    assert group.replicas[0].name_suffix == f"{REPLICA_NAME_SUFFIX}_restart1"  # a dead actor's name stays taken
     assert generations == [1, 0]
     assert announced == [(0, 0), (1, 0), (0, 1)]  # both started, then replica 0 restarted once
     assert group.status() == {"restarts": 1, "dead": ["parl_frozen_group replica 0"]}

@@ -105,8 +105,8 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
 
     Raises:
         FrozenServerError: a server seen at an earlier call is gone or dead, or a replica of the group is
-            dead (its process died more often than ``parl.subagent.max_restarts``); the message names it. The trainer lets it stop
-            the run: training on with every subagent failing would be silent.
+            dead (its process died more often than ``parl.subagent.max_restarts``); the message names it.
+            The trainer lets it stop the run: training on with every subagent failing would be silent.
     """
     import ray
     from ray.exceptions import RayActorError

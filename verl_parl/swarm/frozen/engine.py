@@ -107,6 +107,7 @@ class ReplicaGroup:
         rollout_config: Any,
         model_config: Any,
         gpus_per_node: int = 1,
+        *,
         max_restarts: int = 0,
         announce: Callable[[int, float], Awaitable[None]] | None = None,
     ) -> None:
@@ -166,6 +167,8 @@ class ReplicaGroup:
             began = time.monotonic()
             replica = self.replicas[rank]
             replica.servers = []  # verl's launch_servers appends the new server to this list
+            # under a new actor name: Ray keeps a dead named actor's name taken (ActorAlreadyExistsError)
+            replica.name_suffix = f"{REPLICA_NAME_SUFFIX}_restart{self.restarts[rank]}"
             await replica.launch_servers()
             self.generations[rank] += 1
             await self._announce(rank, time.monotonic() - began)
@@ -211,6 +214,7 @@ class FrozenGroupActor:
         instances: int,
         max_model_len: int,
         engine_options: dict[str, Any] | None = None,
+        *,
         max_restarts: int = 0,
     ) -> None:
         self.info_ = group_info(engine, model_path, instances)
@@ -271,7 +275,7 @@ def group_actor(serving: Any) -> Any:
             serving.instances,
             serving.max_model_len,
             serving.engine_options,
-            serving.max_restarts,
+            max_restarts=serving.max_restarts,
         )
     )
 
@@ -341,7 +345,10 @@ class GroupBackend:
 
         def done(future: asyncio.Future[Any]) -> None:
             self._restarting.discard(future)
-            if not future.cancelled() and future.exception() is not None:
-                logger.error("restarting %s failed: %s", replica_name(rank), first_line(future.exception()))
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                cause = getattr(error, "cause", None) or error  # a RayTaskError's own first line names the method
+                name = type(cause).__name__
+                logger.error("restarting %s failed: %s: %s", replica_name(rank), name, first_line(cause))
 
         restart.add_done_callback(done)
