@@ -281,6 +281,27 @@ def test_failing_subagent_servers_give_failure_messages_and_leak_nothing(
     assert accounting.num_assigned == 2 and accounting.num_finished == 0
 
 
+def test_a_failure_cut_to_the_result_budget_is_whole_in_the_trace(tokenizer: Any) -> None:
+    """The orchestrator reads a failure within ``max_result_tokens``; the episode's trace keeps all of it."""
+
+    class LongFailure:
+        async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+            raise ConnectionError("replica 0 died while generating: " + "the actor died unexpectedly " * 8)
+
+    async def scenario() -> tuple[list[str], Any]:
+        ep = episode(tokenizer, LongFailure(), subagent_limits=SubagentLimits(max_result_tokens=8))
+        await ep.run_turn([create()])
+        return await ep.run_turn([assign("a")]), ep
+
+    (observation,), ep = asyncio.run(scenario())
+    assert "truncated to 8 tokens" in observation and "unexpectedly" not in observation
+    (run,) = [call for call in ep.log[-1]["calls"] if "subagent" in call]
+    failure = run["subagent"]["failure"]
+    assert failure.startswith("subagent 'worker' failed: ConnectionError: replica 0 died while generating")
+    assert failure.count("the actor died unexpectedly") == 8
+    assert ep.results[0].failure == failure
+
+
 def test_a_turns_slow_subagent_times_out_while_the_others_finish(tokenizer: Any) -> None:
     """The turn's subagents share one timer for their limit (``DeadlineGroup``); each still gets its own."""
 

@@ -211,8 +211,8 @@ class SwarmEpisode:
             "start": outcome.start,
             "end": outcome.end,
         }
-        if outcome.status != "ok":  # the whole failure message (the observation may be cut to the tool's limit)
-            run["subagent"]["failure"] = outcome.message[:500]
+        if outcome.failure:  # the whole failure message (the observation is cut to the result budget)
+            run["subagent"]["failure"] = outcome.failure[:500]
         return run
 
     def _create(self, call: ToolCall) -> str:

@@ -56,6 +56,7 @@ class SubagentResult:
     trace: list[dict[str, Any]] = field(default_factory=list)  # per step: tokens, text, timed tool calls
     start: float = 0.0  # seconds since the episode's origin (``run_subagent(origin=...)``)
     end: float = 0.0
+    failure: str = ""  # a failed run's whole failure message (``message`` is cut to the result budget)
 
     @property
     def returned(self) -> bool:
@@ -222,6 +223,8 @@ async def run_subagent(
     except Exception as exc:  # noqa: BLE001 - a crashed subagent is an observation, not a crashed episode
         result.status = "error"
         result.message = f"subagent {name!r} failed: {type(exc).__name__}: {exc}"
+    if result.status in ("timeout", "error"):
+        result.failure = result.message
     result.seconds = time.monotonic() - started
     result.end = clock()
     result.message = truncate_tokens(tokenizer, result.message, limits.max_result_tokens)
