@@ -16,6 +16,7 @@ Skipped (with the reason) where ``import vllm`` fails; marked ``vllm`` and ``e2e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -82,7 +83,8 @@ class KillFrozenReplica:
         (pid,) = replica_pids(console_log.read_text(errors="replace"))
         server = psutil.Process(pid)
         for process in [*server.children(recursive=True), server]:
-            process.kill()
+            with contextlib.suppress(psutil.NoSuchProcess):  # a child that exited meanwhile
+                process.kill()
         launch.notes["killed_pid"] = pid
         return True
 
