@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -349,6 +350,20 @@ def test_cli_rejects_a_bad_spec_before_building(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         main(["coldstart", "--steps", "0"])
     assert "steps=0 must be positive" in capsys.readouterr().err
+
+
+def test_cli_builds_the_cold_start_a_run_builds() -> None:
+    """Without ``--parallel-share`` the CLI takes the share of the task's embedded config, as the run does (it
+    used to leave it unset, and the fanout demonstrations refused to be written)."""
+    from verl_parl.modelbuild.__main__ import _parser, coldstart_spec
+    from verl_parl.modelbuild.coldstart import default_spec
+
+    parser = _parser()
+    spec = coldstart_spec(parser, parser.parse_args(["coldstart", "--task", "fanout", "--unlikelihood", "1"]))
+    assert spec == dataclasses.replace(default_spec("fanout", parallel_share=0.3), unlikelihood=1.0)
+    given = coldstart_spec(parser, parser.parse_args(["coldstart", "--task", "fanout", "--parallel-share", "0.5"]))
+    assert given.parallel_share == 0.5
+    assert coldstart_spec(parser, parser.parse_args(["coldstart", "--task", "arithmetic"])).parallel_share is None
 
 
 def test_agent_demo_tools_render_as_verl_tool_agent_passes_them() -> None:

@@ -153,8 +153,25 @@ def _add_coldstart(commands: Any) -> None:
     )
 
 
-def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from verl_parl.modelbuild.coldstart import build_coldstart_model, build_info, default_spec, shipped_name
+def embedded_parallel_share(task: str) -> float | None:
+    """``parl.embedded.parallel_share`` of ``configs/embedded/<task>.yaml``, the share a run builds its cold start
+    with; None when the task has no embedded config or leaves the share unset."""
+    from importlib import resources
+
+    import yaml
+
+    path = resources.files("verl_parl.configs").joinpath("embedded", f"{task}.yaml")
+    if not path.is_file():
+        return None
+    embedded = ((yaml.safe_load(path.read_text()) or {}).get("parl") or {}).get("embedded") or {}
+    share = embedded.get("parallel_share")
+    return None if share is None else float(share)
+
+
+def coldstart_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    """The ``ColdStartSpec`` of ``coldstart``'s arguments: the task's recipe, the run's ``parallel_share`` unless
+    ``--parallel-share`` is given, then the other flags given."""
+    from verl_parl.modelbuild.coldstart import default_spec
 
     changes = {
         name: getattr(args, name)
@@ -171,9 +188,17 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         if getattr(args, name) is not None
     }
     try:
-        spec = dataclasses.replace(default_spec(args.task, reader=args.reader), **changes)
+        share = embedded_parallel_share(args.task)
+        base = default_spec(args.task, reader=args.reader, parallel_share=share)
+        return dataclasses.replace(base, **changes)
     except ValueError as error:
         parser.error(str(error))
+
+
+def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from verl_parl.modelbuild.coldstart import build_coldstart_model, build_info, shipped_name
+
+    spec = coldstart_spec(parser, args)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     path = build_coldstart_model(spec, args.cache_dir, progress=not args.quiet, use_shipped=not args.rebuild)
     if args.ship:
