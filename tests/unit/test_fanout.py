@@ -163,3 +163,34 @@ def test_a_demonstrated_assignment_is_the_same_tokens_as_the_word_in_the_questio
 
 def _contains(ids: list[int], part: list[int]) -> bool:
     return any(ids[i : i + len(part)] == part for i in range(len(ids) - len(part) + 1))
+
+
+def test_the_walk_probe_counts_right_words_and_repeats_by_position() -> None:
+    """``walk_scores`` on made-up greedy predictions: the demonstration's own next tokens score every position
+    right; handing out the second word again at the third position scores a repeat there and nothing else."""
+    from transformers import AutoTokenizer
+
+    from verl_parl.modelbuild.coldstart import encode_demo
+    from verl_parl.modelbuild.coldstart_eval import WalkReport, walk_scores
+    from verl_parl.tasks.widechain.__main__ import SHIPPED_TOKENIZER
+
+    tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED_TOKENIZER))
+    task = demos.draw_task(random.Random(1), "val")
+    demo = demos.orchestration(task, parallel=True)
+    assert set(task.words) <= set(world.world().starts["val"])
+    example = encode_demo(tokenizer, demo)
+    ids, mask = example.input_ids, example.loss_mask
+    perfect = WalkReport()
+    walk_scores(tokenizer, demo, [*ids[1:], 0], perfect)
+    n = len(task.words)
+    assert perfect.asked == perfect.right == dict.fromkeys(range(1, n + 1), 1)
+    assert perfect.repeats == dict.fromkeys(range(1, n + 1), 0)
+
+    second, third = (tokenizer.encode(f" {w}", add_special_tokens=False) for w in task.words[1:3])
+    predicted = [*ids[1:], 0]
+    start = next(i for i in range(len(ids)) if mask[i] and ids[i : i + len(third)] == third)  # in the swarm turn
+    predicted[start - 1] = second[0]  # the third word's first token predicted as the second word's
+    repeated = WalkReport()
+    walk_scores(tokenizer, demo, predicted, repeated)
+    assert repeated.right == {**dict.fromkeys(range(1, n + 1), 1), 3: 0}
+    assert repeated.repeats == {**dict.fromkeys(range(1, n + 1), 0), 3: 1}

@@ -224,6 +224,11 @@ def _coldstart(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
             print(f"held-out subagent neighbour lists (greedy): {json.dumps(lists.as_dict())}", file=sys.stderr)
             assignments = evaluate_assignments(*_load(path), n=args.evaluate)
             print(f"held-out orchestrator first turns (greedy): {json.dumps(assignments.as_dict())}", file=sys.stderr)
+        if spec.task == "fanout":
+            from verl_parl.modelbuild.coldstart_eval import evaluate_fanout_walks
+
+            walks = evaluate_fanout_walks(*_load(path), n=args.evaluate)
+            print(f"held-out swarm turns, teacher-forced: {json.dumps(walks.as_dict())}", file=sys.stderr)
     print(path)
     return 0
 

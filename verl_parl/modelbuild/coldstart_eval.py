@@ -38,9 +38,11 @@ __all__ = [
     "LookupReport",
     "NeighbourReport",
     "RoleReport",
+    "WalkReport",
     "assignment_scores",
     "evaluate_assignments",
     "evaluate_checkpoint",
+    "evaluate_fanout_walks",
     "evaluate_lookups",
     "evaluate_model",
     "evaluate_neighbour_lists",
@@ -48,6 +50,7 @@ __all__ = [
     "lookup_scores",
     "neighbour_scores",
     "reply_row",
+    "walk_scores",
 ]
 
 REPLY_TOKENS = 96
@@ -437,6 +440,64 @@ async def _evaluate_assignments(
         report.naming += naming
         report.entities += len(entities)
         report.entities_assigned += assigned
+    return report
+
+
+@dataclass
+class WalkReport:
+    """Held-out ``fanout`` swarm turns, teacher-forced: by the assignment's position in the turn (1 = first), how
+    often the greedy model writes the word the demonstration hands out there, and how often its first token is
+    instead the first token of the word handed out just before (the repeat that the spurious fraction counts)."""
+
+    asked: dict[int, int] = field(default_factory=dict)
+    right: dict[int, int] = field(default_factory=dict)
+    repeats: dict[int, int] = field(default_factory=dict)
+
+    def add(self, position: int, right: bool, repeat: bool) -> None:
+        self.asked[position] = self.asked.get(position, 0) + 1
+        self.right[position] = self.right.get(position, 0) + right
+        self.repeats[position] = self.repeats.get(position, 0) + repeat
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            str(p): {"asked": n, "right": self.right[p], "repeats": self.repeats[p]}
+            for p, n in sorted(self.asked.items())
+        }
+
+
+def walk_scores(tokenizer: PreTrainedTokenizerBase, demo: Demo, predicted: list[int], report: WalkReport) -> None:
+    """Add to ``report`` the swarm turn of ``demo`` (an ``orchestration`` with ``parallel``) given the greedy token
+    ``predicted`` at every position of its encoding (``predicted[i]`` follows ``input_ids[: i + 1]``)."""
+    from verl_parl.modelbuild.coldstart import encode_demo
+
+    example = encode_demo(tokenizer, demo)
+    ids, mask = example.input_ids, example.loss_mask
+    at, previous = mask.index(1), None
+    for position, word in enumerate(demo.meta["entities"], start=1):
+        target = tokenizer.encode(f" {word}", add_special_tokens=False)
+        start = next(i for i in range(at, len(ids)) if mask[i] and ids[i : i + len(target)] == target)
+        right = all(predicted[start - 1 + k] == t for k, t in enumerate(target))
+        repeat = previous is not None and previous[0] != target[0] and predicted[start - 1] == previous[0]
+        report.add(position, right, repeat)
+        at, previous = start + len(target), target
+
+
+def evaluate_fanout_walks(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int = 64, *, split: str = "val", seed: int = 0
+) -> WalkReport:
+    """Teacher-forced swarm turns on ``n`` tasks of ``split`` (:class:`WalkReport`): one forward pass each."""
+    import random
+
+    from verl_parl.modelbuild.coldstart import encode_demo
+    from verl_parl.tasks.fanout.demos import draw_task, orchestration
+
+    rng, report = random.Random(f"fanout-walks-{seed}"), WalkReport()
+    for _ in range(n):
+        demo = orchestration(draw_task(rng, split), parallel=True)
+        ids = torch.tensor([encode_demo(tokenizer, demo).input_ids])
+        with torch.no_grad():
+            predicted = model(ids).logits[0].argmax(-1).tolist()
+        walk_scores(tokenizer, demo, predicted, report)
     return report
 
 

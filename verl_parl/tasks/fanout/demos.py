@@ -22,9 +22,10 @@ from verl_parl.tasks.fanout import design, world
 Message = dict[str, Any]
 
 
-def _task(rng: random.Random) -> world.FanoutTask:
+def draw_task(rng: random.Random, split: str = "train") -> world.FanoutTask:
+    """A task of ``split``'s start words, as the demonstrations draw them."""
     w = world.world()
-    words = tuple(rng.sample(w.starts["train"], rng.randint(design.ROWS_MIN, design.ROWS_MAX)))
+    words = tuple(rng.sample(w.starts[split], rng.randint(design.ROWS_MIN, design.ROWS_MAX)))
     return world.FanoutTask(words, tuple(w.number(s) for s in words))
 
 
@@ -61,7 +62,11 @@ def fanout_orchestrator(rng: random.Random, parallel: bool | None = None) -> Dem
     """The swarm plan if ``parallel``, else the serial plan that the budget ends after two words."""
     if parallel is None:
         raise ValueError("fanout orchestrator demonstrations need their plan: make_demos(..., parallel_share=...)")
-    task = _task(rng)
+    return orchestration(draw_task(rng), parallel)
+
+
+def orchestration(task: world.FanoutTask, parallel: bool) -> Demo:
+    """:func:`fanout_orchestrator`'s demonstration of ``task``."""
     create = call(CREATE_SUBAGENT, {"name": world.SUBAGENT_NAME, "system_prompt": world.SUBAGENT_PROMPT})
     assigns = [call(ASSIGN_TASK, {"agent": world.SUBAGENT_NAME, "prompt": as_copied(w)}) for w in task.words]
     rows = [row(w, n) for w, n in zip(task.words, task.numbers, strict=True)]
@@ -101,7 +106,7 @@ def fanout_subagent(rng: random.Random) -> Demo:
 
 def fanout_agent(rng: random.Random) -> Demo:
     """The single agent: one hop a turn, word after word, and the answer at turn B with the words it finished."""
-    task = _task(rng)
+    task = draw_task(rng)
     done = (design.BUDGET - 1) // design.HOPS
     messages = _prompt(task, "researcher")
     for word in task.words[:done]:
