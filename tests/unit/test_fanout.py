@@ -180,17 +180,18 @@ def test_the_walk_probe_counts_right_words_and_repeats_by_position() -> None:
     assert set(task.words) <= set(world.world().starts["val"])
     example = encode_demo(tokenizer, demo)
     ids, mask = example.input_ids, example.loss_mask
+    words = [tokenizer.encode(f" {w}", add_special_tokens=False) for w in task.words]
     perfect = WalkReport()
-    walk_scores(tokenizer, demo, [*ids[1:], 0], perfect)
+    walk_scores(example, words, [*ids[1:], 0], perfect)
     n = len(task.words)
     assert perfect.asked == perfect.right == dict.fromkeys(range(1, n + 1), 1)
     assert perfect.repeats == dict.fromkeys(range(1, n + 1), 0)
 
-    second, third = (tokenizer.encode(f" {w}", add_special_tokens=False) for w in task.words[1:3])
+    second, third = words[1:3]
     predicted = [*ids[1:], 0]
     start = next(i for i in range(len(ids)) if mask[i] and ids[i : i + len(third)] == third)  # in the swarm turn
     predicted[start - 1] = second[0]  # the third word's first token predicted as the second word's
     repeated = WalkReport()
-    walk_scores(tokenizer, demo, predicted, repeated)
+    walk_scores(example, words, predicted, repeated)
     assert repeated.right == {**dict.fromkeys(range(1, n + 1), 1), 3: 0}
     assert repeated.repeats == {**dict.fromkeys(range(1, n + 1), 0), 3: 1}

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -32,6 +33,9 @@ from verl_parl.cpu.engine import BatchedGenerator, SamplingParams
 from verl_parl.swarm.calls import run_prompts
 from verl_parl.tasks import arithmetic
 from verl_parl.tasks.demos import Demo, make_demos
+
+if TYPE_CHECKING:
+    from verl_parl.modelbuild.coldstart import Example
 
 __all__ = [
     "AssignmentReport",
@@ -465,16 +469,13 @@ class WalkReport:
         }
 
 
-def walk_scores(tokenizer: PreTrainedTokenizerBase, demo: Demo, predicted: list[int], report: WalkReport) -> None:
-    """Add to ``report`` the swarm turn of ``demo`` (an ``orchestration`` with ``parallel``) given the greedy token
-    ``predicted`` at every position of its encoding (``predicted[i]`` follows ``input_ids[: i + 1]``)."""
-    from verl_parl.modelbuild.coldstart import encode_demo
-
-    example = encode_demo(tokenizer, demo)
+def walk_scores(example: Example, words: list[list[int]], predicted: list[int], report: WalkReport) -> None:
+    """Add to ``report`` the swarm turn of ``example`` (an encoded ``orchestration`` with ``parallel``) whose
+    assignments hand out ``words`` (each as its token ids), given the greedy tokens ``predicted`` at every position
+    of the encoding (``predicted[i]`` follows ``input_ids[: i + 1]``)."""
     ids, mask = example.input_ids, example.loss_mask
     at, previous = mask.index(1), None
-    for position, word in enumerate(demo.meta["entities"], start=1):
-        target = tokenizer.encode(f" {word}", add_special_tokens=False)
+    for position, target in enumerate(words, start=1):
         start = next(i for i in range(at, len(ids)) if mask[i] and ids[i : i + len(target)] == target)
         right = all(predicted[start - 1 + k] == t for k, t in enumerate(target))
         repeat = previous is not None and previous[0] != target[0] and predicted[start - 1] == previous[0]
@@ -486,18 +487,17 @@ def evaluate_fanout_walks(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int = 64, *, split: str = "val", seed: int = 0
 ) -> WalkReport:
     """Teacher-forced swarm turns on ``n`` tasks of ``split`` (:class:`WalkReport`): one forward pass each."""
-    import random
-
     from verl_parl.modelbuild.coldstart import encode_demo
     from verl_parl.tasks.fanout.demos import draw_task, orchestration
 
     rng, report = random.Random(f"fanout-walks-{seed}"), WalkReport()
     for _ in range(n):
-        demo = orchestration(draw_task(rng, split), parallel=True)
-        ids = torch.tensor([encode_demo(tokenizer, demo).input_ids])
+        task = draw_task(rng, split)
+        example = encode_demo(tokenizer, orchestration(task, parallel=True))
         with torch.no_grad():
-            predicted = model(ids).logits[0].argmax(-1).tolist()
-        walk_scores(tokenizer, demo, predicted, report)
+            predicted = model(torch.tensor([example.input_ids])).logits[0].argmax(-1).tolist()
+        words = [tokenizer.encode(f" {w}", add_special_tokens=False) for w in task.words]
+        walk_scores(example, words, predicted, report)
     return report
 
 
