@@ -21,9 +21,12 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
+
+if TYPE_CHECKING:
+    from verl_parl.modelbuild.coldstart import ColdStartSpec
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -168,7 +171,7 @@ def embedded_parallel_share(task: str) -> float | None:
     return None if share is None else float(share)
 
 
-def coldstart_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+def coldstart_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ColdStartSpec:
     """The ``ColdStartSpec`` of ``coldstart``'s arguments: the task's recipe, the run's ``parallel_share`` unless
     ``--parallel-share`` is given, then the other flags given."""
     from verl_parl.modelbuild.coldstart import default_spec
