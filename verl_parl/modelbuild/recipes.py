@@ -10,13 +10,13 @@ from verl_parl.modelbuild.pretrain import DEEP_READER_MODEL, READER_PRETRAIN
 FANOUT_RECIPE: dict[str, Any] = {
     "base": DEEP_READER_MODEL,
     "pretrain": READER_PRETRAIN,
-    "steps": 600,
+    "steps": 1200,
     "batch_size": 8,
     "lr": 1.5e-3,
-    "demos_per_role": 512,
+    "demos_per_role": 1024,
     "rehearsal": 1,
 }
-"""``fanout``'s: short demonstrations (under 600 tokens), so 600 SFT steps of 8 from the reader, one batch in
-seven rehearsing its pretraining; ~450 s on 2 cores. With ``parallel_share`` 0.3 (``configs/embedded/fanout.yaml``),
-on 64 held-out tasks: greedy, serial plans (item-F1 0.61 at 10.8 critical steps); sampled at 0.4, parallel plans in
-14 of 64, scoring 0.84 at 6 critical steps (docs/tasks.md, "The fanout task")."""
+"""``fanout``'s: short demonstrations (under 600 tokens), so 1,200 SFT steps of 8 on 1,024 demonstrations per role
+from the reader, one batch in seven rehearsing its pretraining; ~20-27 min on 2 cores. Twice the steps and the
+demonstrations of the first recipe, so that the swarm turn walks the question's list past the second word
+(docs/experiments/2026-11-28-spurious-assignments.md). CANDIDATE, measured in one default run only."""
