@@ -19,4 +19,5 @@ FANOUT_RECIPE: dict[str, Any] = {
 """``fanout``'s: short demonstrations (under 600 tokens), so 1,200 SFT steps of 8 on 1,024 demonstrations per role
 from the reader, one batch in seven rehearsing its pretraining; ~20-27 min on 2 cores. Twice the steps and the
 demonstrations of the first recipe, so that the swarm turn walks the question's list past the second word
-(docs/experiments/2026-11-28-spurious-assignments.md). CANDIDATE, measured in one default run only."""
+(docs/experiments/2026-11-28-spurious-assignments.md); in three seeds of the default run it halved the
+trained swarm's repeated assignments (docs/experiments/2026-11-29-long-cold-start.md)."""
