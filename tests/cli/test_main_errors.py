@@ -17,7 +17,7 @@ def run_main(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None)
     environ = child_environ()
     environ["VERL_PARL_CACHE"] = str(tmp_path / "cache")
     environ.update(env or {})
-    # the arithmetic task unless a test names another (it is quick; the default task trains 12 steps)
+    # the arithmetic task unless a test names another (it is quick; the default task's 6 steps take minutes)
     task = [] if any(o.startswith("embedded=") for o in overrides) else ["embedded=arithmetic"]
     command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={tmp_path / 'run'}", *task, *overrides]
     return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=300, check=False)

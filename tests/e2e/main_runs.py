@@ -25,7 +25,7 @@ import psutil
 
 def main_command(run_dir: Path | str, *overrides: str) -> list[str]:
     """``python -m verl_parl.main`` writing to ``run_dir``; the arithmetic task unless ``overrides`` name
-    another (the default task trains 12 steps)."""
+    another (quick; the default task's 6 steps take minutes)."""
     task = [] if any(o.startswith("embedded=") for o in overrides) else ["embedded=arithmetic"]
     return [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={run_dir}", *task, *overrides]
 
@@ -147,7 +147,7 @@ def parl_reward_command(folder: Path) -> tuple[str, ...]:
 
 
 # ---- the fanout learning run (tests/conftest.py's fanout_learning_run): GRPO steps from the fanout cold start
-FANOUT_LEARNING_STEPS = 5
+FANOUT_LEARNING_STEPS = 4
 
 
 # ---- a run breaks only within its own session: only that session's processes are signalled or killed
