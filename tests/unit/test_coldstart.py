@@ -317,6 +317,20 @@ def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(
     assert (path / "model.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes()
 
 
+def test_the_package_ships_the_default_tasks_cold_start() -> None:
+    """The default run copies the fanout cold start (1,200 SFT steps, 20-27 minutes on 2 cores) built with the
+    share its config names; a recipe or demonstration change without a rebuild fails here, not in a run."""
+    from verl_parl.modelbuild import shipped
+    from verl_parl.modelbuild.__main__ import embedded_parallel_share
+    from verl_parl.modelbuild.coldstart import default_spec, shipped_name
+
+    spec = default_spec("fanout", parallel_share=embedded_parallel_share("fanout"))
+    assert shipped.matches(shipped.SHIPPED_ROOT / shipped_name("fanout"), spec.digest(spec.demos())), (
+        "verl_parl/modelbuild/weights/coldstart-fanout does not hold FANOUT_RECIPE's checkpoint: rebuild it with "
+        "`python -m verl_parl.modelbuild coldstart --task fanout --rebuild --ship`"
+    )
+
+
 def test_batches_follow_role_weights_and_stay_within_one_group() -> None:
     from verl_parl.modelbuild.coldstart import _batches
 
