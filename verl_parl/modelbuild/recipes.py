@@ -19,5 +19,6 @@ FANOUT_RECIPE: dict[str, Any] = {
 """``fanout``'s: short demonstrations (under 600 tokens), so 1,200 SFT steps of 8 on 1,024 demonstrations per role
 from the reader, one batch in seven rehearsing its pretraining; ~20-27 min on 2 cores. Twice the steps and the
 demonstrations of the first recipe, so that the swarm turn walks the question's list past the second word
-(docs/experiments/2026-11-28-spurious-assignments.md); in three seeds of the default run it halved the
-trained swarm's repeated assignments (docs/experiments/2026-11-29-long-cold-start.md)."""
+(docs/experiments/2026-11-28-spurious-assignments.md); in the default run's three seeds it lifted held-out item-F1
+from 0.82-0.84 to 0.91-0.92 and lowered the spurious fraction from 0.18-0.20 to 0.10-0.13
+(docs/experiments/2026-11-29-long-cold-start.md)."""
