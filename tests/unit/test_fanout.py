@@ -180,7 +180,7 @@ def test_the_walk_probe_counts_right_words_and_repeats_by_position() -> None:
     assert set(task.words) <= set(world.world().starts["val"])
     example = encode_demo(tokenizer, demo)
     ids, mask = example.input_ids, example.loss_mask
-    words = [tokenizer.encode(f" {w}", add_special_tokens=False) for w in task.words]
+    words = [tokenizer.encode(demos.as_copied(w), add_special_tokens=False) for w in task.words]
     perfect = WalkReport()
     walk_scores(example, words, [*ids[1:], 0], perfect)
     n = len(task.words)

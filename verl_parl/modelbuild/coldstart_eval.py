@@ -488,7 +488,7 @@ def evaluate_fanout_walks(
 ) -> WalkReport:
     """Teacher-forced swarm turns on ``n`` tasks of ``split`` (:class:`WalkReport`): one forward pass each."""
     from verl_parl.modelbuild.coldstart import encode_demo
-    from verl_parl.tasks.fanout.demos import draw_task, orchestration
+    from verl_parl.tasks.fanout.demos import as_copied, draw_task, orchestration
 
     rng, report = random.Random(f"fanout-walks-{seed}"), WalkReport()
     for _ in range(n):
@@ -496,7 +496,7 @@ def evaluate_fanout_walks(
         example = encode_demo(tokenizer, orchestration(task, parallel=True))
         with torch.no_grad():
             predicted = model(torch.tensor([example.input_ids])).logits[0].argmax(-1).tolist()
-        words = [tokenizer.encode(f" {w}", add_special_tokens=False) for w in task.words]
+        words = [tokenizer.encode(as_copied(w), add_special_tokens=False) for w in task.words]
         walk_scores(example, words, predicted, report)
     return report
 
