@@ -5,7 +5,7 @@ side, same workload, same model, same batch.
     python benchmarks/bench_async.py                        # 16 steps per mode, about 12 minutes on 2 cores
     python benchmarks/bench_async.py --steps 8 --modes sync,partial
 
-The workload is ``parl.embedded.task=longtail`` (``verl_parl/tasks/longtail.py``): every ``--long-every``-th
+The workload is ``embedded=longtail`` (``verl_parl/tasks/longtail.py``): every ``--long-every``-th
 prompt's episodes take ``--long-turns`` turns, the others ``--short-turns`` (10x by default), each turn a
 few generated tokens and ``--latency`` seconds of injected tool latency. Each mode runs
 ``python -m verl_parl.main`` once; seconds per step are verl's ``timing_s/step`` from ``metrics.jsonl``,
@@ -60,9 +60,7 @@ MODES: dict[str, tuple[str, ...]] = {
 
 def workload(args: argparse.Namespace) -> list[str]:
     return [
-        "embedded=arithmetic",
-        "parl.embedded.task=longtail",
-        "parl.embedded.agent_loop=longtail",
+        "embedded=longtail",
         f"parl.embedded.n_train={args.n_train}",
         f"+parl.embedded.options.long_every={args.long_every}",
         f"+parl.embedded.options.short_turns={args.short_turns}",

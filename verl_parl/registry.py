@@ -116,7 +116,7 @@ AGENT_LOOPS: tuple[str, ...] = ("tool_agent", "parl_swarm", "researcher")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TaskSpec(Spec):
-    """A task ``parl.embedded.task`` selects: its data, scorer, tools, cold start and config defaults.
+    """A task ``embedded=<name>`` selects: its data, scorer, tools, cold start and where its settings live.
 
     Attributes:
         factory: the dataset writer, ``write(directory: Path, settings: dict) -> dict[str, Path]``:
@@ -133,8 +133,10 @@ class TaskSpec(Spec):
         renamer: ``"module:function"`` of the task's entity renamer (``make_demos(fresh_names=...)``).
         coldstart: changes to ``verl_parl.modelbuild.coldstart.ColdStartSpec``'s defaults for this task, or a
             ``"module:attribute"`` naming such a mapping (loaded when a cold start is built).
-        defaults: config values the task needs, dotted key -> value; applied by ``verl_parl.cli.main``
-            when the task is selected, for every key not given on the command line.
+        config_dir: where the task's own settings live, a Hydra search path (``pkg://my_plugin.configs``) whose
+            ``embedded/<name>.yaml`` (``# @package _global_``) sets them; ``embedded=<name>`` composes it over
+            verl-parl's base config, and command-line overrides win over it. None: the built-in
+            ``configs/embedded/<name>.yaml``, or none (then the base config's values hold).
         check_options: ``(settings) -> list[str]``, problems with ``parl.embedded.options`` (each
             message names its key after ``parl.embedded.options.``); None: the task takes no options.
         requires: importable module -> the command that installs it; a missing one is a config error.
@@ -146,7 +148,7 @@ class TaskSpec(Spec):
     demos: Mapping[str, str] = dataclasses.field(default_factory=dict)
     renamer: str | None = None
     coldstart: Mapping[str, Any] | str = dataclasses.field(default_factory=dict)
-    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    config_dir: str | None = None
     check_options: Callable[[dict[str, Any]], list[str]] | None = None
     requires: Mapping[str, str] = dataclasses.field(default_factory=dict)
 

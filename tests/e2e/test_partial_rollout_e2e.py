@@ -1,5 +1,5 @@
 """End to end: turn-level partial rollout (``parl.partial_rollout``) under verl's ``sync`` trainer, on the
-latency-injected long-tail workload (``parl.embedded.task=longtail``: every fourth prompt's episodes take 10
+latency-injected long-tail workload (``embedded=longtail``: every fourth prompt's episodes take 10
 turns, the others 1; 0.2 s of tool latency per turn), 3 steps on CPU.
 
 With a budget of 4 turns per step, the long episodes pause at a turn boundary, their slots are refilled with
@@ -23,8 +23,7 @@ pytestmark = pytest.mark.e2e
 
 N_TRAIN = 12
 LONGTAIL = (
-    "parl.embedded.task=longtail",
-    "parl.embedded.agent_loop=longtail",
+    "embedded=longtail",
     f"parl.embedded.n_train={N_TRAIN}",
     "parl.embedded.n_val=4",  # step 3 validates: 4 prompts do
     "+parl.embedded.options.long_every=4",

@@ -1,5 +1,5 @@
-"""Each component validates its own ``parl.*`` section in its built-in plugin (``verl_parl_validate_config``),
-and ``launch.prepare`` reports those errors with every other one, before any asset is built."""
+"""The driver parses every ``parl.*`` section in one pass (:func:`verl_parl.cli.config.parse_settings`), and
+``launch.prepare`` reports its errors with every other one, before any asset is built."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from verl_parl.host.manager import BUILTIN_PLUGINS, create_plugin_manager, validate_config
+from verl_parl.cli.config import parse_settings
 from verl_parl.settings.errors import ConfigError
 
 BAD = {
@@ -20,18 +20,24 @@ BAD = {
 }
 
 
-def test_each_built_in_component_checks_its_own_section() -> None:
-    pm = create_plugin_manager(load_entry_points=False)
-    config = OmegaConf.create({"parl": BAD, "trainer": {"use_v1": True}})
-    by_plugin = {name: validate_config(pm, config, only=(name,)) for name in BUILTIN_PLUGINS}
-    assert any(
-        e.startswith("parl.swarm") and "max_subagents_per_turn" in e for e in by_plugin["verl_parl.swarm.plugin"]
-    )
-    assert any("did you mean 'hide_tool_result'" in e for e in by_plugin["verl_parl.context.plugin"])
-    assert any(e.startswith("parl.researcher.max_turns") for e in by_plugin["verl_parl.agents.plugin"])
-    assert any(e.startswith("parl.tools.calculater") for e in by_plugin["verl_parl.tools.plugin"])
-    assert any(e.startswith("parl.traces.train_fraction") for e in by_plugin["verl_parl.traces.plugin"])
-    assert validate_config(pm, config) == [e for name in BUILTIN_PLUGINS for e in by_plugin[name]]  # all at once
+def test_one_parse_reports_every_section_s_errors_at_once() -> None:
+    config = OmegaConf.create({"parl": {**BAD, "output_dir": "x"}, "trainer": {"use_v1": True}})
+    with pytest.raises(ConfigError) as info:
+        parse_settings(config)
+    errors = info.value.errors
+    assert any(e.startswith("parl.swarm") and "max_subagents_per_turn" in e for e in errors)
+    assert any("did you mean 'hide_tool_result'" in e for e in errors)
+    assert any(e.startswith("parl.researcher.max_turns") for e in errors)
+    assert any(e.startswith("parl.tools.calculater") for e in errors)
+    assert any(e.startswith("parl.traces.train_fraction") for e in errors)
+    assert len(errors) == len(set(errors))
+
+
+def test_the_parse_gives_every_component_its_settings() -> None:
+    parl = parse_settings(OmegaConf.create({"parl": {"output_dir": "x", "critical_steps_budget": 5}}))
+    assert parl.swarm is not None and parl.researcher is not None and parl.context is not None
+    assert parl.swarm.limits.critical_steps_budget == parl.researcher.critical_steps_budget == 5
+    assert parl.traces is not None and parl.partial_rollout is not None and parl.tools == {}
 
 
 def test_prepare_reports_component_errors_before_building_any_asset(tmp_path: Path) -> None:

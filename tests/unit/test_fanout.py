@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from verl_parl.chat.budget import BUDGET_MESSAGE
 from verl_parl.host.manager import get_registries
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
-from verl_parl.swarm.calls import ASSIGN_TASK, BUDGET_MESSAGE
+from verl_parl.swarm.calls import ASSIGN_TASK
 from verl_parl.tasks.demos import make_demos
 from verl_parl.tasks.fanout import demos, design, world
-from verl_parl.tasks.fanout.plugin import CONFIG_DEFAULTS, option_errors
+from verl_parl.tasks.fanout.plugin import option_errors
 from verl_parl.tools.base import ToolError
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "embedded" / "fanout.yaml"
@@ -31,16 +32,17 @@ def table_score(answer: str, row: dict) -> float:
     return scorer(answer, row["reward_model"]["ground_truth"], row["extra_info"])["score"]
 
 
-def test_the_config_file_and_the_task_defaults_use_the_design_numbers() -> None:
+def test_the_config_file_holds_the_budget_and_the_design_fits_it() -> None:
     parl = yaml.safe_load(CONFIG.read_text())["parl"]
     assert parl["embedded"]["task"] == "fanout"
-    assert parl["swarm"]["critical_steps_budget"] == parl["researcher"]["max_turns"] == design.BUDGET
-    assert CONFIG_DEFAULTS["parl.swarm.critical_steps_budget"] == CONFIG_DEFAULTS["parl.researcher.max_turns"]
-    assert CONFIG_DEFAULTS["parl.swarm.critical_steps_budget"] == design.BUDGET
+    budget = design.budget()
+    assert parl["critical_steps_budget"] == budget  # written once, in the task's YAML
+    assert parl["researcher"]["max_turns"] > budget  # a cap above it: the budget forces the answer first
+    assert "critical_steps_budget" not in parl["swarm"]
     assert parl["swarm"]["subagent_limits"]["max_steps"] > design.SUBAGENT_STEPS
     # the shape: N·k > B >= k + 3 (the swarm), and two serial words spend B
-    assert design.ROWS_MIN * design.HOPS > design.BUDGET >= design.HOPS + 3
-    assert 2 * (design.SUBAGENT_STEPS + 1) >= design.BUDGET
+    assert design.ROWS_MIN * design.HOPS > budget >= design.HOPS + 3
+    assert budget <= 2 * (design.SUBAGENT_STEPS + 1)
 
 
 def test_the_task_and_its_tool_are_registered() -> None:
@@ -126,10 +128,10 @@ def test_the_demonstrated_plans_cost_what_the_design_says_and_mix_in_the_set_sha
     for demo in orchestrators:
         steps = critical_steps(_stages(demo.messages))
         if demo.meta["style"] == "parallel":
-            assert steps == design.HOPS + 3 <= design.BUDGET
+            assert steps == design.HOPS + 3 <= design.budget()
             assert BUDGET_MESSAGE not in str(demo.messages)
         else:  # two words spend the budget; the loop then forces the answer turn
-            assert steps == design.BUDGET + 1 and demo.messages[-2]["content"] == BUDGET_MESSAGE
+            assert steps == design.budget() + 1 and demo.messages[-2]["content"] == BUDGET_MESSAGE
             assert demo.messages[-1]["content"].count("\n| ") == 1 + 2  # the header and two rows
     for demo in (d for d in found if d.role == "subagent"):
         calls = [m["tool_calls"][0]["function"]["arguments"]["word"] for m in demo.messages if m.get("tool_calls")]
@@ -137,7 +139,7 @@ def test_the_demonstrated_plans_cost_what_the_design_says_and_mix_in_the_set_sha
         assert demo.messages[-1]["content"] == demo.meta["answer"]
     for demo in (d for d in found if d.role == "agent"):
         turns = [m for m in demo.messages if m["role"] == "assistant"]
-        assert len(turns) == design.BUDGET  # one hop a turn, then the answer at turn B
+        assert len(turns) == design.budget()  # one hop a turn, then the answer at turn B
 
 
 def test_a_demonstration_is_the_same_for_the_same_seed() -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 from transformers import Qwen2Config
 
+from verl_parl.settings.errors import ConfigError
 from verl_parl.swarm.frozen.schedule import CheckpointStage, checkpoint_index, parse_schedule
-from verl_parl.swarm.settings import check_subagent_schedule, schedule_from_config
+from verl_parl.swarm.settings import SwarmSettings, frozen_schedule, parse_swarm, schedule_errors
 
 
 def checkpoint(root: Path, name: str, vocab: int) -> str:
@@ -51,33 +51,27 @@ def test_unresolved_asset_paths_are_accepted() -> None:
     assert errors == [] and len(stages) == 1
 
 
-def make_cfg(schedule: list[dict], orchestrator: str, mode: str = "dedicated") -> object:
-    return OmegaConf.create(
-        {
-            "actor_rollout_ref": {"model": {"path": orchestrator}},
-            "parl": {"subagent": {"mode": mode, "schedule": schedule}},
-        }
-    )
+def parsed(schedule: list[dict], mode: str = "dedicated", engine: str = "hf") -> SwarmSettings:
+    return parse_swarm({}, {"mode": mode, "schedule": schedule, "engine": engine, "base_url": "u", "model": "m"}, None)
 
 
 def test_vocabulary_must_match_the_orchestrator(tmp_path: Path) -> None:
     policy, same, other = (checkpoint(tmp_path, n, v) for n, v in (("p", 512), ("s", 512), ("o", 640)))
-    ok = make_cfg([{"from_step": 0, "model_path": same}], policy)
-    assert check_subagent_schedule(ok) == []
-    assert schedule_from_config(ok) == (CheckpointStage(0, same),)
-    bad = make_cfg([{"from_step": 0, "model_path": same}, {"from_step": 10, "model_path": other}], policy)
-    errors = check_subagent_schedule(bad)
+    ok = parsed([{"from_step": 0, "model_path": same}])
+    assert ok.subagent.schedule == (CheckpointStage(0, same),)  # parsed once, kept in the settings
+    assert ok.subagent.model_path == same  # the first checkpoint serves when no model_path is given
+    assert schedule_errors(ok, policy) == []
+    bad = parsed([{"from_step": 0, "model_path": same}, {"from_step": 10, "model_path": other}])
+    errors = schedule_errors(bad, policy)
     assert len(errors) == 1
     assert errors[0].startswith("parl.subagent.schedule[1].model_path: vocabulary of 640 tokens differs")
-    with pytest.raises(ValueError, match="vocabulary of 640"):
-        schedule_from_config(bad)
 
 
 def test_schedule_needs_the_dedicated_group(tmp_path: Path) -> None:
     policy = checkpoint(tmp_path, "p", 512)
-    cfg = make_cfg([{"from_step": 0, "model_path": policy}], policy, mode="external")
-    assert check_subagent_schedule(cfg) == [
+    with pytest.raises(ConfigError) as info:
+        parsed([{"from_step": 0, "model_path": policy}], mode="external")
+    assert info.value.errors == [
         "parl.subagent.schedule: switching checkpoints needs parl.subagent.mode=dedicated, not 'external'"
     ]
-    assert check_subagent_schedule(OmegaConf.create({"parl": {"subagent": {}}})) == []
-    assert schedule_from_config(OmegaConf.create({})) == ()
+    assert frozen_schedule(parse_swarm({}, {}, None)) is None

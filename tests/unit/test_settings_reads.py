@@ -1,9 +1,10 @@
 """Settings are parsed once: only a component's settings module reads raw ``parl.*`` keys.
 
 A read is a call given a ``parl...`` key, as a string or as a module constant holding one
-(``OmegaConf.select(cfg, "parl.x")``, ``config_section(cfg, KEY)``), or ``<expr>.parl``. Everything
-else gets its typed settings from its component's accessor (``swarm_settings(config)``, ...), which returns
-what the driver parsed and handed over (:mod:`verl_parl.settings.handoff`).
+(``OmegaConf.select(cfg, "parl.x")``, ``config_section(cfg, KEY)``, ``cfg.get("parl")``), a subscript with one
+(``cfg["parl"]``, ``cfg["parl.swarm"]``), or ``<expr>.parl``. Everything else gets its typed settings from its
+component's accessor (``swarm_settings(config)``, ...), which returns what the driver parsed and handed over
+(:mod:`verl_parl.settings.handoff`). The package and the plugins under ``plugins/`` are checked.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "verl_parl"
-KEY = re.compile(r"^parl(\.[a-z_]+)+$")
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "verl_parl"
+PLUGINS = ROOT / "plugins"
+KEY = re.compile(r"^parl(\.[a-z_]+)*$")
 
 ALLOWED = {
     "cli/config.py": "the driver's settings module: parses the whole section (build_settings)",
     "cli/assets.py": "resolves ${parl_asset:...} while the config is composed, before there are settings",
     "cli/launch.py": "the driver: applies task defaults and reads the composed config before validating it",
     "cli/main.py": "sets parl.output_dir on the composed config (a write)",
+    "trainer/reward_manager.py": "registers verl's reward manager named 'parl' (a name, not a config key)",
 }
 
 
@@ -37,16 +41,22 @@ def raw_reads(source: str) -> list[tuple[int, str]]:
         for target in node.targets
         if isinstance(target, ast.Name) and isinstance(node.value.value, str)
     }
+
+    def key(arg: ast.AST) -> str | None:
+        value = arg.value if isinstance(arg, ast.Constant) else None
+        if isinstance(arg, ast.Name):
+            value = constants.get(arg.id)
+        return value if isinstance(value, str) and KEY.match(value) else None
+
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
-                value = arg.value if isinstance(arg, ast.Constant) else None
-                if isinstance(arg, ast.Name):
-                    value = constants.get(arg.id)
-                if isinstance(value, str) and KEY.match(value):
+                if (value := key(arg)) is not None:
                     found.append((node.lineno, f"{ast.unparse(node.func)}({value!r})"))
-        elif isinstance(node, ast.Attribute) and node.attr == "parl":
+        elif (isinstance(node, ast.Subscript) and (value := key(node.slice)) is not None) or (
+            isinstance(node, ast.Attribute) and node.attr == "parl"
+        ):
             found.append((node.lineno, ast.unparse(node)))
     return sorted(found)
 
@@ -58,8 +68,12 @@ def test_raw_reads_by_hand() -> None:
         "y = cfg.parl.profile + config_section(cfg, KEY)\n"
         'z = f("parl.swarm: must be a mapping")\n'
         'w = OmegaConf.select(cfg, "trainer.use_v1")\n'
+        'v = cfg["parl"]["swarm"]\n'  # a planted subscript read
+        'u = cfg.get("parl", {})\n'
+        't = cfg["trainer"]\n'
+        "s = cfg[KEY]\n"
     )
-    assert [line for line, _ in raw_reads(source)] == [1, 3, 3]
+    assert [line for line, _ in raw_reads(source)] == [1, 3, 3, 6, 7, 9]
 
 
 def test_only_settings_modules_read_parl_keys() -> None:
@@ -69,6 +83,8 @@ def test_only_settings_modules_read_parl_keys() -> None:
         if relative.startswith("configs/") or _is_settings_module(relative) or relative in ALLOWED:
             continue
         offenders += [f"verl_parl/{relative}:{line}: {what}" for line, what in raw_reads(path.read_text())]
+    for path in sorted(PLUGINS.glob("*/verl_parl_*/**/*.py")):  # the plugins' code, not their tests
+        offenders += [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in raw_reads(path.read_text())]
     assert not offenders, "raw parl.* reads outside a settings module:\n" + "\n".join(offenders)
 
 

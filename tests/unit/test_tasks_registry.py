@@ -1,5 +1,5 @@
 """Pluggable tasks: ``verl_parl_register_tasks`` fills the task registry, and everything that depends on
-the task (validation, assets, cold-start demonstrations and recipe, config defaults) reads it."""
+the task (validation, assets, cold-start demonstrations and recipe, where its settings live) reads it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_parl.cli.config import EmbeddedTaskConfig
-from verl_parl.cli.launch import apply_task_defaults
 from verl_parl.host import manager as plugins
 from verl_parl.host.manager import collect_registries, create_plugin_manager, reset_plugin_manager
 from verl_parl.modelbuild.coldstart import default_spec
@@ -49,10 +48,7 @@ def verl_parl_register_tasks(register):
             agent_loops=("tool_agent",),
             demos={"agent": "verl_parl.tasks.demos:arithmetic_agent"},
             coldstart={"steps": 7},
-            defaults={
-                "reward.custom_reward_function.reward_kwargs.scorer": "number_match",
-                "trainer.total_training_steps": 3,
-            },
+            config_dir="file:///opt/spelling/configs",  # its embedded/spelling.yaml: embedded=spelling
         )
     )
     needs = {"vp_no_such_module": "pip install vp-no-such"}
@@ -83,6 +79,14 @@ def test_built_in_tasks_are_registered_through_the_hook() -> None:
     assert tasks["research"].plugin == "verl_parl.tasks.research.plugin"
     assert tasks["research"].scorer == "research" and tasks["research"].tools == ("search",)
     assert tasks["spelling"].plugin == "spelling"
+
+
+def test_a_plugin_task_s_settings_folder_joins_hydra_s_search_path() -> None:
+    from verl_parl.cli.main import task_config_dirs, verl_config_searchpath
+
+    assert task_config_dirs() == ["file:///opt/spelling/configs"]  # built-in tasks' YAML ship in verl_parl.configs
+    (searchpath,) = [a for a in verl_config_searchpath(["embedded=spelling"]) if a.startswith("hydra.searchpath=")]
+    assert searchpath.endswith(",file:///opt/spelling/configs]")  # so that embedded=spelling finds its YAML
 
 
 def test_unknown_task_has_a_did_you_mean_hint() -> None:
@@ -143,19 +147,6 @@ def test_demonstrations_and_cold_start_recipe_come_from_the_task_spec() -> None:
     assert default_spec("arithmetic").steps == 800
     with pytest.raises(KeyError, match="did you mean 'spelling'"):
         DEMO_SOURCES.get("speling", "agent")
-
-
-def test_task_defaults_apply_unless_given_on_the_command_line() -> None:
-    cfg = OmegaConf.create(
-        {
-            "parl": {"embedded": {"task": "spelling"}},
-            "trainer": {"total_training_steps": 20},
-            "reward": {"custom_reward_function": {"reward_kwargs": {"scorer": "research"}}},
-        }
-    )
-    apply_task_defaults(cfg, ["trainer.total_training_steps=5"])
-    assert cfg.reward.custom_reward_function.reward_kwargs.scorer == "number_match"
-    assert cfg.trainer.total_training_steps == 20  # given on the command line: left alone
 
 
 def test_the_task_writer_builds_the_embedded_assets(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from verl_parl.tasks.research import dataset as research_dataset
 from verl_parl.tasks.research import source
 from verl_parl.tasks.widechain import dataset, design, oracle
 from verl_parl.tasks.widechain.__main__ import SHIPPED_TOKENIZER
-from verl_parl.tasks.widechain.plugin import CONFIG_DEFAULTS
 from verl_parl.tools.runtime import ToolRuntime
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "embedded" / "widechain.yaml"
@@ -56,7 +55,7 @@ def plans(suite: Path, tasks: list[dataset.WideChainTask], tokenizer: Any) -> di
     return {line["plan"]: line for line in lines}
 
 
-def test_the_config_file_and_the_task_defaults_use_the_design_numbers() -> None:
+def test_the_config_file_holds_the_design_numbers() -> None:
     parl = yaml.safe_load(CONFIG.read_text())["parl"]
     assert parl["embedded"]["task"] == "widechain"
     options = parl["embedded"]["options"]
@@ -65,19 +64,17 @@ def test_the_config_file_and_the_task_defaults_use_the_design_numbers() -> None:
         design.ROWS_MAX,
         design.PAGE_CHARS,
     )
-    assert parl["swarm"]["critical_steps_budget"] == parl["researcher"]["max_turns"] == design.BUDGET
-    assert parl["subagent"]["max_model_len"] == parl["context"]["agent"]["context_length"] == design.CONTEXT_TOKENS
+    assert parl["critical_steps_budget"] == design.budget() < parl["researcher"]["max_turns"]
+    assert parl["subagent"]["max_model_len"] == parl["context"]["agent"]["context_length"] == design.context_tokens()
     assert parl["context"]["agent"]["trigger_tokens"] == parl["context"]["subagent"]["trigger_tokens"]
-    assert parl["context"]["agent"]["trigger_tokens"] == design.TRIGGER_TOKENS
+    assert parl["context"]["agent"]["trigger_tokens"] == design.trigger_tokens()
     assert parl["swarm"]["subagent_limits"]["max_steps"] >= design.SUBAGENT_STEPS
     search = parl["tools"]["search"]["options"]
     assert (search["top_k"], search["max_k"], search["max_queries"]) == (1, 1, 1)
     assert search["snippet_chars"] >= 2 * design.PAGE_CHARS
-    assert CONFIG_DEFAULTS["parl.swarm.critical_steps_budget"] == CONFIG_DEFAULTS["parl.researcher.max_turns"]
-    assert CONFIG_DEFAULTS["parl.subagent.max_model_len"] == design.CONTEXT_TOKENS
     # the shape the family promises: N·k > B >= k + a few, and the swarm's 1 + (k + 1) + 1 steps fit
-    assert design.ROWS_MIN * design.HOPS > design.BUDGET >= design.HOPS + 3
-    assert 1 + design.SUBAGENT_STEPS + 1 <= design.BUDGET
+    assert design.ROWS_MIN * design.HOPS > design.budget() >= design.HOPS + 3
+    assert design.budget() >= 1 + design.SUBAGENT_STEPS + 1
 
 
 def test_the_task_is_registered() -> None:
@@ -135,8 +132,8 @@ def test_one_page_fits_a_context_two_do_not(suite: Path, tasks: list[dataset.Wid
         {"role": "tool", "content": pages[0]},
     ]
     two = [*one, {"role": "assistant", "content": "", "tool_calls": calls[1:]}, {"role": "tool", "content": pages[1]}]
-    assert len(render_ids(tokenizer, one, [tool.schema])) < design.CONTEXT_TOKENS
-    assert len(render_ids(tokenizer, two, [tool.schema])) > design.CONTEXT_TOKENS
+    assert len(render_ids(tokenizer, one, [tool.schema])) < design.context_tokens()
+    assert len(render_ids(tokenizer, two, [tool.schema])) > design.context_tokens()
     for messages in (one, two):  # the plans' cheaper count agrees with the chat template
         exact = len(render_ids(tokenizer, messages, [tool.schema]))
         assert abs(oracle.prompt_tokens(tokenizer, messages, [tool.schema]) - exact) <= 2 * len(pages)
@@ -146,18 +143,18 @@ def test_the_budget_cuts_serial_plans_and_single_agents_but_not_the_swarm(plans:
     swarm, serial = plans["swarm"], plans["serial orchestrator"]
     singles = {plan: line for plan, line in plans.items() if plan.startswith("single agent")}
     best_single = max(singles.values(), key=lambda line: line["item_f1"])
-    assert swarm["over_budget"] == 0.0 and swarm["critical_steps"] <= design.BUDGET
+    assert swarm["over_budget"] == 0.0 and swarm["critical_steps"] <= design.budget()
     assert swarm["item_f1"] == 1.0 and swarm["context_exceeded"] == 0.0
-    assert serial["over_budget"] >= 0.75 and serial["steps_without_budget"] > 2 * design.BUDGET
+    assert serial["over_budget"] >= 0.75 and serial["steps_without_budget"] > 2 * design.budget()
     assert serial["item_f1_without_budget"] == 1.0  # it is right, only too slow
     assert serial["item_f1"] <= swarm["item_f1"] - 0.3
-    assert best_single["over_budget"] >= 0.75 and best_single["steps_without_budget"] > design.BUDGET
+    assert best_single["over_budget"] >= 0.75 and best_single["steps_without_budget"] > design.budget()
     assert best_single["item_f1"] <= swarm["item_f1"] - 0.2
     assert singles["single agent (none)"]["context_exceeded"] == 1.0  # all pages never fit one context
     assert singles["single agent (discard_all)"]["item_f1_without_budget"] < 0.5  # discarding loses the facts
     for line in plans.values():  # no agent of a plan generates from a prompt past the context
         if line["context_exceeded"] == 0.0:
-            assert line["max_prompt_tokens"] < design.CONTEXT_TOKENS
+            assert line["max_prompt_tokens"] < design.context_tokens()
 
 
 # ---------------------------------------------------------------------------------------- demonstrations
@@ -216,7 +213,8 @@ def test_a_source_without_plans_refuses_a_share() -> None:
 
 
 def test_orchestrator_demos_are_valid_plans_and_the_parallel_one_is_faster(demos: list[Any]) -> None:
-    from verl_parl.swarm.calls import ASSIGN_TASK, BUDGET_MESSAGE, CREATE_SUBAGENT
+    from verl_parl.chat.budget import BUDGET_MESSAGE
+    from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT
 
     train = {t.question: t for t in _train_tasks()}
     test_cities = {c.city for t in _split_tasks("test") for c in t.chains}
@@ -246,7 +244,7 @@ def test_orchestrator_demos_are_valid_plans_and_the_parallel_one_is_faster(demos
                     oracle.assignment(c) for c in cities[: len(assigned)]
                 ]
                 assert demo.messages[-2] == {"role": "user", "content": BUDGET_MESSAGE}
-                assert demo.meta["critical_steps"] > design.BUDGET
+                assert demo.meta["critical_steps"] > design.budget()
                 assert 0 < oracle.score(task, answer) < 1.0
     worst_parallel = max(d.meta["critical_steps"] for d in styles["parallel"])
     best_serial = min(d.meta["critical_steps"] for d in styles["serial"])
@@ -269,11 +267,11 @@ def test_subagent_demos_walk_their_chain_and_reply_with_its_row(demos: list[Any]
 def test_every_demo_answers_from_a_prompt_that_fits_the_context(demos: list[Any], tokenizer: Any) -> None:
     for demo in demos:
         prompt = demo.messages[:-1]
-        assert len(render_ids(tokenizer, prompt, demo.tools)) < design.CONTEXT_TOKENS, demo.role
+        assert len(render_ids(tokenizer, prompt, demo.tools)) < design.context_tokens(), demo.role
         shown = [m for m in prompt if m["role"] == "tool" and m["content"].startswith("## Query")]
         assert len(shown) <= 1  # older pages hidden, as the run's context policy hides them
     agents = [d for d in demos if d.role == "agent"]
-    assert all(d.meta["critical_steps"] == design.BUDGET and 0 < d.meta["item_f1"] < 1 for d in agents)
+    assert all(d.meta["critical_steps"] == design.budget() and 0 < d.meta["item_f1"] < 1 for d in agents)
 
 
 def test_the_run_settings_carry_the_share() -> None:

@@ -1,7 +1,9 @@
 """``researcher``: a single Kimi-Researcher-style agent with tools and a context policy.
 
-Each turn the agent thinks and then acts: tool calls (run in parallel, results in call order), or a
-final answer without tool calls, which ends the episode. The context is managed by
+Each turn the agent thinks and then acts: tool calls (run concurrently, results in call order), or a
+final answer without tool calls, which ends the episode. Each turn is one critical step; once the run's
+``parl.critical_steps_budget`` is spent, one answer turn is forced, as in the orchestrator loop
+(:mod:`verl_parl.chat.budget`). The context is managed by
 ``parl.context.agent``; each rewrite starts a new trainable segment (see
 :mod:`verl_parl.agents.base`). Configured under ``parl.researcher``::
 
@@ -13,7 +15,8 @@ final answer without tool calls, which ends the episode. The context is managed 
 For Kimi-Researcher's format reward the last segment's ``extra_fields`` report
 ``parl_invalid_tool_calls`` (unparsable calls, unknown tools, invalid arguments),
 ``parl_context_exceeded`` (the context filled up and the policy could not shorten it) and
-``parl_iterations_exceeded`` (``max_turns`` reached without a final answer), plus ``parl_turns``.
+``parl_iterations_exceeded`` (``max_turns`` reached without a final answer), plus ``parl_turns`` and the budget's
+``parl_budget_exhausted``.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from verl_parl.agents.base import Episode, SegmentedAgentLoop
 from verl_parl.agents.settings import researcher_settings
+from verl_parl.chat.budget import BUDGET_MESSAGE, budget_fields, budget_spent
 from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
-from verl_parl.settings.run import run_value
+from verl_parl.settings.run import run_folder
 from verl_parl.tools.runtime import CallResult, ToolBox
 from verl_parl.tools.settings import runtimes, tool_settings
 from verl_parl.traces.settings import trace_settings
@@ -70,11 +74,15 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                 schemas = [*tools.schemas, *state.policy.tool_schemas]
                 await self._begin(state, schemas)
                 while state.turns < self.settings.max_turns and self._room(state) > 0:
+                    final = budget_spent(state.turns, self.settings.critical_steps_budget)
+                    if final:  # the rule of every loop (verl_parl.chat.budget): one answer turn, calls not run
+                        report.budget_exhausted = True
+                        await self._append(state, [{"role": "user", "content": BUDGET_MESSAGE}], schemas)
                     calls = await self._turn(state, sampling_params)
                     if not calls:
                         answered = True
                         break
-                    if state.loop_ended:  # parl.loop_stop.ends=episode: the cut turn's calls are not run
+                    if state.loop_ended or final:  # parl.loop_stop.ends=episode / the budget: calls are not run
                         break
                     observations = await self._act(state, tools, calls, report)
                     await self._append(state, tool_messages(observations), schemas)
@@ -84,8 +92,12 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                         break
         finally:
             await self._close_gate(state)
-        report.iterations_exceeded = not answered and not state.context_exceeded
-        outputs = self._outputs(state, report.fields(state.turns))
+        report.iterations_exceeded = not answered and not state.context_exceeded and not report.budget_exhausted
+        fields = {
+            **report.fields(state.turns),
+            **budget_fields(self.settings.critical_steps_budget, report.budget_exhausted),
+        }
+        outputs = self._outputs(state, fields)
         if self._maybe_trace(state, report, kwargs):
             (outputs[-1] if isinstance(outputs, list) else outputs).extra_fields[TRACE_ID] = state.request_id
         return outputs
@@ -140,7 +152,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
 
     def _maybe_trace(self, state: Episode, report: _FormatReport, kwargs: dict[str, Any]) -> bool:
         """One trace line (``parl.traces``): every turn is one stage of one main step."""
-        run_dir = run_value(self.config, "output_dir")
+        run_dir = run_folder(self.config)
         validation = is_validation(kwargs)
         step = state.extra_fields.get("global_steps")
         if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):
@@ -169,6 +181,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
 class _FormatReport:
     invalid_tool_calls: int = 0
     iterations_exceeded: bool = False
+    budget_exhausted: bool = False
 
     def fields(self, turns: int) -> dict[str, float]:
         return {

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, did_you_mean
-from verl_parl.settings.sections import SECTIONS, shape_errors
+from verl_parl.settings.sections import SECTIONS, component_sections, shape_errors, used_tools
 from verl_parl.settings.typecheck import type_errors
 from verl_parl.trainer.modes import trainer_mode_errors
 
@@ -108,6 +108,7 @@ class ParlConfig:
     cache_dir: str | None = IN_YAML
     profile: str = IN_YAML
     shutdown_timeout_s: float = IN_YAML
+    critical_steps_budget: int | None = IN_YAML  # every agent loop's budget (verl_parl.agents.budget)
     embedded: EmbeddedTaskConfig = field(default_factory=EmbeddedTaskConfig)
     reward: ParlRewardConfig = field(default_factory=lambda: _reward_config({}))
     # each component's own settings (its ``settings.py``), parsed by build_settings and handed to the workers
@@ -127,6 +128,12 @@ class ParlConfig:
             errors,
             isinstance(self.shutdown_timeout_s, int | float) and self.shutdown_timeout_s > 0,
             "parl.shutdown_timeout_s: must be a positive number",
+        )
+        _check(
+            errors,
+            self.critical_steps_budget is None
+            or (_is_int(self.critical_steps_budget) and self.critical_steps_budget > 0),
+            f"parl.critical_steps_budget: must be a positive int or null, got {self.critical_steps_budget!r}",
         )
         if errors:
             raise ConfigError(errors)
@@ -350,21 +357,24 @@ plugin's ``verl_parl_validate_config`` (passed to :func:`validate` as ``plugin_e
 
 
 def validate(cfg: DictConfig, *, plugin_errors: Iterable[str] = ()) -> ParlConfig:
-    """Validate the resolved config; raise one :class:`ConfigError` listing every problem, ``plugin_errors``
-    (every plugin's ``verl_parl_validate_config`` messages, the built-in components' included) with them."""
+    """Parse the resolved config's settings (:func:`parse_settings`) and validate the whole config; raise one
+    :class:`ConfigError` listing every problem, ``plugin_errors`` (every plugin's ``verl_parl_validate_config``
+    messages) with them."""
     errors: list[str] = []
     parl: ParlConfig | None = None
     try:
-        parl = parse_parl(cfg.parl)
+        parl = parse_settings(cfg)
     except ConfigError as exc:
         errors.extend(exc.errors)
+    if parl is not None:
+        errors.extend(settings_errors(cfg, parl))
     for check in CHECKS:
         errors.extend(check(cfg))
     errors.extend(plugin_errors)
     if not errors:
         errors.extend(check_verl(cfg))
     if errors or parl is None:
-        raise ConfigError(errors)
+        raise ConfigError(list(dict.fromkeys(errors)))
     return parl
 
 
@@ -394,33 +404,64 @@ def _same_kind(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
-def build_settings(cfg: DictConfig, parl: ParlConfig) -> ParlConfig:
-    """Every component's settings, parsed once from the resolved ``cfg`` (already validated) into ``parl``, and
-    handed to the workers in ``cfg`` (:mod:`verl_parl.settings.handoff`): the one place a run parses ``parl``."""
-    from verl_parl.agents.settings import researcher_settings
-    from verl_parl.chat.settings import loop_stop_settings
-    from verl_parl.context.settings import context_settings
-    from verl_parl.partial_rollout.settings import partial_rollout_settings
-    from verl_parl.settings.handoff import KEY, hand_over
-    from verl_parl.swarm.settings import swarm_settings
-    from verl_parl.tools.settings import tool_settings
-    from verl_parl.traces.settings import trace_settings
+def parse_settings(cfg: DictConfig) -> ParlConfig:
+    """Every setting of ``parl`` parsed from ``cfg``: :class:`ParlConfig` (its own keys, ``embedded``, ``reward``)
+    with each component's settings (``swarm`` with ``subagent``, ``context``, ``researcher``, ``traces``,
+    ``partial_rollout``, ``loop_stop``, ``tools``), registered names checked too. One :class:`ConfigError` lists
+    every problem of every section. The driver calls it once on the resolved config (:func:`hand_over` gives the
+    result to the workers), after a check of the same on the config without its assets built."""
+    from verl_parl.agents.settings import parse_researcher
+    from verl_parl.chat.settings import parse_loop_stop
+    from verl_parl.context.settings import checked_context
+    from verl_parl.partial_rollout.settings import parse_partial_rollout
+    from verl_parl.swarm.settings import BUDGET_DEFAULT, parse_swarm
+    from verl_parl.tools.settings import checked_tools
+    from verl_parl.traces.settings import parse_traces
 
-    if KEY in cfg:  # a stale hand-over (a resolved_config.yaml given back): parse afresh
-        with open_dict(cfg):
-            cfg.pop(KEY)
-    built = dataclasses.replace(
-        parl,
-        swarm=swarm_settings(cfg),
-        context=context_settings(cfg),
-        researcher=researcher_settings(cfg),
-        traces=trace_settings(cfg),
-        partial_rollout=partial_rollout_settings(cfg),
-        loop_stop=loop_stop_settings(cfg),
-        tools=tool_settings(cfg),
-    )
-    hand_over(cfg, built)
-    return built
+    errors: list[str] = []
+    parl: ParlConfig | None = None
+    try:
+        parl = parse_parl(cfg.parl)
+    except ConfigError as exc:
+        errors.extend(exc.errors)
+    sections = component_sections(cfg) or {name: {} for name in SECTIONS}
+    budget = parl.critical_steps_budget if parl is not None else BUDGET_DEFAULT
+    model = OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None)
+    engine = OmegaConf.select(cfg, "actor_rollout_ref.rollout.name", default=None)
+    builders: dict[str, Callable[[], Any]] = {
+        "swarm": lambda: parse_swarm(sections["swarm"], sections["subagent"], model, engine, budget=budget),
+        "context": lambda: checked_context(sections["context"]),
+        "researcher": lambda: parse_researcher(sections["researcher"], budget),
+        "traces": lambda: parse_traces(sections["traces"]),
+        "partial_rollout": lambda: parse_partial_rollout(sections["partial_rollout"]),
+        "loop_stop": lambda: parse_loop_stop(sections["loop_stop"]),
+        "tools": lambda: checked_tools(sections["tools"], used_tools(sections)),
+    }
+    parts: dict[str, Any] = {}
+    for name, build in builders.items():
+        try:
+            parts[name] = build()
+        except ConfigError as exc:
+            errors.extend(exc.errors)
+    if errors or parl is None:
+        raise ConfigError(list(dict.fromkeys(errors)))
+    return dataclasses.replace(parl, **parts)
+
+
+def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
+    """Whole-config checks of parsed settings against the rest of the run's config."""
+    from verl_parl.context.settings import segment_errors
+    from verl_parl.partial_rollout.settings import run_errors
+    from verl_parl.swarm.settings import schedule_errors
+
+    errors: list[str] = []
+    if parl.context is not None:
+        errors += segment_errors(cfg, parl.context)
+    if parl.partial_rollout is not None:
+        errors += run_errors(cfg, parl.partial_rollout)
+    if parl.swarm is not None:
+        errors += schedule_errors(parl.swarm, OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None))
+    return errors
 
 
 def add_frozen_replica_gpus(cfg: DictConfig, parl: ParlConfig, overrides: list[str]) -> None:

@@ -19,12 +19,11 @@ from verl_parl.cli.config import (
     ConfigError,
     ParlConfig,
     add_frozen_replica_gpus,
-    build_settings,
     check_override_types,
-    parse_parl,
+    parse_settings,
     validate,
 )
-from verl_parl.settings.handoff import without_handover
+from verl_parl.settings.handoff import hand_over, without_handover
 from verl_parl.trainer import resume
 
 VERL_METRICS_FILE = "verl_metrics.jsonl"
@@ -66,8 +65,10 @@ HELDOUT_METRICS = (
 )
 
 
-def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
-    """Resolve the config (building cached assets), load plugins and validate; raise ConfigError."""
+def prepare(cfg: DictConfig, *, overrides: list[str], embedded: str | None = None) -> ParlConfig:
+    """Resolve the config (building cached assets), load plugins and validate; raise ConfigError.
+
+    ``embedded`` is the ``embedded`` config group Hydra composed (None: none, or not composed by Hydra)."""
     from verl_parl.cli import assets
     from verl_parl.host import manager as plugins
     from verl_parl.registry import PluginError
@@ -84,17 +85,14 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
         verl_plugin.ensure_loaded()
     except verl_plugin.VerlPluginError as exc:
         raise ConfigError([f"plugins: {exc}"]) from exc
-    apply_task_defaults(cfg, overrides)
-    errors: list[str] = []
-    with assets.building(False):  # parl may refer to assets (the search index): check before building any
+    errors: list[str] = task_selection_errors(cfg, embedded)
+    with assets.building(False):  # fail before building any asset: the settings without their asset paths
         try:
-            parse_parl(cfg.parl)
+            parse_settings(cfg)
         except ConfigError as exc:
             errors.extend(exc.errors)
-        errors.extend(_plugin_errors(pm, cfg, only=plugins.BUILTIN_PLUGINS))  # the components' own sections
-    parl_ok = not errors
     try:
-        with assets.building(parl_ok):
+        with assets.building(not errors):
             OmegaConf.resolve(cfg)
     except Exception as exc:
         raise ConfigError([*errors, f"config resolution: {type(exc).__name__}: {exc}"]) from exc
@@ -104,43 +102,39 @@ def prepare(cfg: DictConfig, *, overrides: list[str]) -> ParlConfig:
     explicit_critic(cfg)
     plugin_errors = _plugin_errors(pm, cfg)
     try:
-        parl = validate(cfg, plugin_errors=plugin_errors)
+        parl = validate(cfg, plugin_errors=plugin_errors)  # the settings, parsed from the resolved config
     except ConfigError as exc:
         raise ConfigError(list(dict.fromkeys(errors + exc.errors))) from None
     if errors:
         raise ConfigError(errors)
-    built = build_settings(cfg, parl)
-    add_frozen_replica_gpus(cfg, built, overrides)
-    return built
+    hand_over(cfg, parl)
+    add_frozen_replica_gpus(cfg, parl, overrides)
+    return parl
 
 
-def _plugin_errors(pm: Any, cfg: DictConfig, *, only: tuple[str, ...] | None = None) -> list[str]:
-    """``verl_parl_validate_config`` messages (of the plugins named ``only``, or of all)."""
+def _plugin_errors(pm: Any, cfg: DictConfig) -> list[str]:
+    """Every plugin's ``verl_parl_validate_config`` messages."""
     from verl_parl.host import manager as plugins
     from verl_parl.registry import PluginError
 
     try:
-        return plugins.validate_config(pm, cfg, only=only)
+        return plugins.validate_config(pm, cfg)
     except PluginError as exc:
         raise ConfigError([f"plugins: {exc}"]) from exc
 
 
-def apply_task_defaults(cfg: DictConfig, overrides: list[str]) -> None:
-    """Set the selected task's config defaults (``TaskSpec.defaults``) except keys given on the command
-    line; an unknown task is left for ``parse_parl`` to report."""
-    from omegaconf import open_dict
-
-    from verl_parl.host.manager import get_registries
-
-    tasks = get_registries().tasks
+def task_selection_errors(cfg: DictConfig, embedded: str | None) -> list[str]:
+    """A task's settings are its YAML (``configs/embedded/<task>.yaml``, or a plugin's ``TaskSpec.config_dir``),
+    composed with ``embedded=<task>``: a ``parl.embedded.task`` that names another task than the composed YAML's
+    would train it under that YAML's settings (its scorer, tools, budget), so it is an error."""
     task = OmegaConf.select(cfg, "parl.embedded.task")
-    if task not in tasks:
-        return
-    given = {override.split("=", 1)[0].lstrip("+~") for override in overrides}
-    with open_dict(cfg):
-        for key, value in tasks.get(task).defaults.items():
-            if key not in given:
-                OmegaConf.update(cfg, key, value, force_add=True)
+    if embedded is None or task == embedded:
+        return []
+    return [
+        f"parl.embedded.task: {task!r}, but the composed task settings are {embedded!r}'s "
+        f"(configs/embedded/{embedded}.yaml): select the task with embedded={task} (its settings come with it), "
+        f"or compose none with ~embedded"
+    ]
 
 
 def explicit_critic(cfg: DictConfig) -> None:

@@ -54,7 +54,22 @@ def verl_config_searchpath(argv: list[str]) -> list[str]:
     if spec is None or not spec.submodule_search_locations:
         return argv  # Hydra names the missing package
     folder = Path(spec.submodule_search_locations[0]) / "trainer" / "config"
-    return [*argv, f"hydra.searchpath=[file://{folder}]"]
+    paths = [f"file://{folder}", *task_config_dirs()]
+    return [*argv, f"hydra.searchpath=[{','.join(paths)}]"]
+
+
+def task_config_dirs() -> list[str]:
+    """The Hydra search paths of the registered tasks' own settings (``TaskSpec.config_dir``), so that
+    ``embedded=<task>`` selects a plugin's task as it selects a built-in one. A broken plugin is left for the
+    driver's plugin check to report."""
+    from verl_parl.host.manager import get_registries
+    from verl_parl.registry import PluginError
+
+    try:
+        tasks = get_registries().tasks
+    except PluginError:
+        return []
+    return list(dict.fromkeys(spec.config_dir for spec in tasks if spec.config_dir))
 
 
 def choose_profile(argv: list[str]) -> tuple[str, list[str]]:
@@ -125,7 +140,10 @@ def run(cfg: Any) -> None:
         cfg.parl.output_dir = str(run_dir)
     started = time.time()
     try:
-        parl = launch.prepare(cfg, overrides=list(HydraConfig.get().overrides.task))
+        runtime = HydraConfig.get().runtime
+        parl = launch.prepare(
+            cfg, overrides=list(HydraConfig.get().overrides.task), embedded=runtime.choices.get("embedded")
+        )
     except ConfigError as exc:
         print(f"[verl-parl] {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -124,8 +124,20 @@ def _parse(raw: dict[str, Any]) -> tuple[dict[str, ContextSettings], list[str]]:
 
 
 def context_errors(raw: dict[str, Any]) -> list[str]:
-    """Every problem of a ``parl.context`` dict: keys, values, unregistered policies (with a "did you
-    mean"), and options the policy's factory rejects."""
+    """Every problem of a ``parl.context`` dict (:func:`checked_context`'s)."""
+    return _checked(raw)[1]
+
+
+def checked_context(raw: dict[str, Any]) -> dict[str, ContextSettings]:
+    """``parl.context`` dict -> settings per role, checked against the registry too: keys, values, unregistered
+    policies (with a "did you mean"), and options the policy's factory rejects, all in one ConfigError."""
+    settings, errors = _checked(raw)
+    if errors:
+        raise ConfigError(errors)
+    return settings
+
+
+def _checked(raw: dict[str, Any]) -> tuple[dict[str, ContextSettings], list[str]]:
     from verl_parl.host.manager import get_registries
     from verl_parl.registry import PluginError, UnknownNameError
 
@@ -133,7 +145,7 @@ def context_errors(raw: dict[str, Any]) -> list[str]:
     try:
         registry = get_registries().context_policies
     except PluginError:  # the launcher reports plugins that fail to load, with their names
-        return errors
+        return settings, errors
     unknown: set[str] = set()
     for role in ROLES:
         name = (raw.get(role) or {}).get("policy", "none")
@@ -150,7 +162,7 @@ def context_errors(raw: dict[str, Any]) -> list[str]:
         except (TypeError, ValueError) as exc:
             message = str(exc) if str(exc).startswith(s.policy) else f"{s.policy}: {exc}"
             errors.append(f"parl.context.{role}.options: {message}")
-    return errors
+    return settings, errors
 
 
 def context_settings(config: DictConfig) -> dict[str, ContextSettings]:
@@ -161,9 +173,9 @@ def context_settings(config: DictConfig) -> dict[str, ContextSettings]:
     return parse_context(raw)
 
 
-def segment_errors(config: DictConfig) -> list[str]:
+def segment_errors(config: DictConfig, settings: dict[str, ContextSettings]) -> list[str]:
     """A context policy splits episodes into several outputs, which only verl's v1 trainer accepts."""
-    policy = OmegaConf.select(config, "parl.context.agent.policy", default="none")
+    policy = settings["agent"].policy if "agent" in settings else "none"
     if policy != "none" and not OmegaConf.select(config, "trainer.use_v1", default=False):
         return [
             f"parl.context.agent.policy: {policy!r} returns one output per context segment, which needs "

@@ -159,16 +159,9 @@ def _add_coldstart(commands: Any) -> None:
 def embedded_parallel_share(task: str) -> float | None:
     """``parl.embedded.parallel_share`` of ``configs/embedded/<task>.yaml``, the share a run builds its cold start
     with; None when the task has no embedded config or leaves the share unset."""
-    from importlib import resources
+    from verl_parl.settings.tasks import has_task_yaml, task_settings
 
-    import yaml
-
-    path = resources.files("verl_parl.configs").joinpath("embedded", f"{task}.yaml")
-    if not path.is_file():
-        return None
-    embedded = ((yaml.safe_load(path.read_text()) or {}).get("parl") or {}).get("embedded") or {}
-    share = embedded.get("parallel_share")
-    return None if share is None else float(share)
+    return task_settings(task).parallel_share if has_task_yaml(task) else None
 
 
 def coldstart_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ColdStartSpec:

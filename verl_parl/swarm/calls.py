@@ -19,9 +19,6 @@ ASSIGN_TASK = "assign_task"
 ASSIGN_EACH = "assign_each"
 ITEM = "{item}"
 ITEM_SEPARATOR = ";"
-BUDGET_MESSAGE = "The critical-step budget is exhausted. Give your final answer now, without tool calls."
-"""What the orchestrator loop tells the orchestrator before the answer turn the critical-steps budget forces (here, so
-that demonstrations can show it without importing the loop)."""
 
 ORCHESTRATOR_TOOL_SCHEMAS: list[dict[str, Any]] = [
     {

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_parl.chat.backend import GenerateBackend
+from verl_parl.chat.budget import budget_spent
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
-from verl_parl.settings.defaults import IN_YAML, yaml_defaults
+from verl_parl.settings.defaults import IN_YAML, yaml_default, yaml_defaults
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import (
     ASSIGN_EACH,
@@ -45,12 +46,13 @@ _SCHEMAS = {schema["function"]["name"]: schema for schema in [*ORCHESTRATOR_TOOL
 @dataclass(frozen=True)
 @yaml_defaults("swarm")
 class SwarmLimits:
-    """Episode limits (``parl.swarm`` config). ``critical_steps_budget`` None means unlimited."""
+    """Episode limits (``parl.swarm`` config), and the run's ``parl.critical_steps_budget`` (None: unlimited), which
+    every agent loop shares (:mod:`verl_parl.chat.budget`)."""
 
     max_subagents_per_turn: int = IN_YAML
     max_subagents_per_episode: int = IN_YAML
     max_orchestrator_steps: int = IN_YAML
-    critical_steps_budget: int | None = IN_YAML
+    critical_steps_budget: int | None = yaml_default("")["critical_steps_budget"]  # parl.critical_steps_budget
     assign_each: bool = IN_YAML  # also offer our assign_each besides the paper's create_subagent and assign_task
     subagent_limits: SubagentLimits = field(default_factory=SubagentLimits)  # parl.swarm.subagent_limits
 
@@ -100,8 +102,7 @@ class SwarmEpisode:
         return sum(len(s.subagents) for s in self.stages)
 
     def budget_left(self) -> bool:
-        budget = self.limits.critical_steps_budget
-        return budget is None or critical_steps(self.stages) < budget
+        return not budget_spent(critical_steps(self.stages), self.limits.critical_steps_budget)
 
     def record_final_turn(self, answered: bool = True) -> None:
         """The orchestrator's last generation, when its calls are not run (an answer, the budget's forced

@@ -4,9 +4,10 @@ Selected per dataset row (``agent_name: parl_swarm``) or with
 ``actor_rollout_ref.rollout.agent.default_agent_loop=parl_swarm``. Only orchestrator tokens are
 returned (mask 1 on its own tokens, 0 on tool responses); subagent tokens never leave the worker.
 
-When the critical-steps budget (``parl.swarm.critical_steps_budget``) runs out, the orchestrator
+When the critical-steps budget (``parl.critical_steps_budget``) runs out, the orchestrator
 gets one more turn with a user message telling it to answer now; tool calls in that turn are not
-executed, and the episode is flagged ``parl_budget_exhausted`` for the reward.
+executed, and the episode reports ``parl_budget_exhausted`` (metric ``parl/budget_exhausted/mean``): the rule of
+every agent loop (:mod:`verl_parl.chat.budget`).
 
 The orchestrator's context is managed by ``parl.context.agent`` (one trainable segment per
 rewrite, see :mod:`verl_parl.agents.base`); each subagent's by ``parl.context.subagent``.
@@ -19,15 +20,15 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from verl_parl.agents.base import Episode, SegmentedAgentLoop
+from verl_parl.chat.budget import BUDGET_MESSAGE, budget_fields
 from verl_parl.chat.calls import parse_tool_calls
 from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
 from verl_parl.context.summarizer import make_summarizer
 from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
-from verl_parl.settings.run import run_value
+from verl_parl.settings.run import run_folder
 from verl_parl.swarm.accounting import critical_path
-from verl_parl.swarm.calls import BUDGET_MESSAGE
 from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.settings import swarm_settings
@@ -86,9 +87,12 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             await episode.aclose()
             await self._close_gate(state)
         resets = sum(r.context_resets for r in episode.results)
-        outputs = self._outputs(
-            state, {**episode.accounting().to_extra_fields(), "parl_context_subagent_resets": float(resets)}
-        )
+        fields = {
+            **episode.accounting().to_extra_fields(),
+            **budget_fields(self.settings.limits.critical_steps_budget, episode.budget_exhausted),
+            "parl_context_subagent_resets": float(resets),
+        }
+        outputs = self._outputs(state, fields)
         if self._maybe_trace(state, episode, kwargs):
             (outputs[-1] if isinstance(outputs, list) else outputs).extra_fields[TRACE_ID] = state.request_id
         return outputs
@@ -151,7 +155,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         ]
 
     def _maybe_trace(self, state: Episode, episode: SwarmEpisode, kwargs: dict[str, Any]) -> bool:
-        run_dir = run_value(self.config, "output_dir")
+        run_dir = run_folder(self.config)
         validation = is_validation(kwargs)
         step = state.extra_fields.get("global_steps")
         if not run_dir or not should_trace(self.traces, validation=validation, step=step, run_dir=run_dir):

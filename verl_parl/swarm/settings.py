@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_parl.agents.settings import BUDGET_DEFAULT, BUDGET_KEY
 from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, config_section, did_you_mean
 from verl_parl.settings.handoff import NOT_HANDED, handed
@@ -17,6 +18,7 @@ from verl_parl.swarm.frozen.schedule import KEY, CheckpointStage, FrozenGroupSch
 from verl_parl.swarm.subagent import SubagentLimits
 
 SUBAGENT_MODES = ("dedicated", "external", "shared")
+
 SUBAGENT_ENGINES = ("hf", "vllm", "sglang")  # hf: our CPU server; vllm/sglang: verl rollout replicas
 
 
@@ -49,6 +51,8 @@ class SubagentServing:
     # Not IN_YAML: the YAML's default interpolates actor_rollout_ref.rollout, which no dataclass default can. {}
     # here leaves the replicas at verl's RolloutConfig defaults; a run's composed value arrives through parse_swarm.
     engine_options: dict[str, Any] = field(default_factory=dict)
+    # parl.subagent.schedule, parsed (parse_swarm): the checkpoints the dedicated group serves from a step on
+    schedule: tuple[CheckpointStage, ...] = IN_YAML
 
     def __post_init__(self) -> None:
         if self.temperature is not None and self.temperature < 0:
@@ -94,14 +98,20 @@ def parse_swarm(
     serving: dict[str, Any],
     default_model_path: str | None,
     default_engine: str | None = None,
+    budget: Any = BUDGET_DEFAULT,
 ) -> SwarmSettings:
     """``parl.swarm`` and ``parl.subagent`` dicts -> settings; every problem in one ConfigError.
 
-    A null ``parl.subagent.engine`` becomes ``default_engine`` (the policy's rollout name) when given.
+    A null ``parl.subagent.engine`` becomes ``default_engine`` (the policy's rollout name) when given. ``budget`` is
+    the run's ``parl.critical_steps_budget`` (checked with ``parl``'s own keys), which the orchestrator's limits hold.
     """
 
     swarm, serving = dict(swarm), dict(serving)
     errors: list[str] = []
+    if "critical_steps_budget" in swarm:
+        swarm.pop("critical_steps_budget")
+        errors.append("parl.swarm.critical_steps_budget: moved to parl.critical_steps_budget (every agent loop's)")
+    swarm["critical_steps_budget"] = budget
     sub = swarm.pop("subagent_limits", None) or {}
     if bad := mapping_errors(sub, "parl.swarm.subagent_limits"):
         errors, sub = bad, {}
@@ -113,13 +123,7 @@ def parse_swarm(
         swarm.pop("trace_fraction")
         errors.append("parl.swarm.trace_fraction: moved to parl.traces.train_fraction")
     schedule_raw = serving.pop("schedule", None)
-    if schedule_raw:
-        from verl_parl.swarm.frozen.schedule import parse_schedule
-
-        stages, schedule_errors = parse_schedule(schedule_raw)
-        errors += schedule_errors
-        if stages and serving.get("model_path") is None:
-            serving["model_path"] = stages[0].model_path
+    errors += _take_schedule(schedule_raw, serving)
     if serving.get("model_path") is None:
         serving["model_path"] = default_model_path
     if serving.get("engine") is None and default_engine is not None:
@@ -131,9 +135,9 @@ def parse_swarm(
         ("parl.swarm", SwarmLimits, swarm),
         ("parl.subagent", SubagentServing, serving),
     ):
-        known = [f.name for f in fields(cls) if f.name != "subagent_limits"]  # parsed above as its own section
-        errors += [f"{key}.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in known]
-        errors += type_errors(cls, raw, key)
+        known = [f.name for f in fields(cls) if f.name not in ("subagent_limits", "schedule")]  # parsed above
+        errors += [f"{key}.{k}: unknown key{did_you_mean(k, known)}" for k in raw if k not in [*known, "schedule"]]
+        errors += type_errors(cls, {k: v for k, v in raw.items() if k != "schedule"}, key)
         if errors:
             continue
         try:
@@ -144,6 +148,22 @@ def parse_swarm(
     if errors:
         raise ConfigError(errors)
     return SwarmSettings(limits=parts["parl.swarm"], subagent=parts["parl.subagent"], **tools)
+
+
+def _take_schedule(raw: Any, serving: dict[str, Any]) -> list[str]:
+    """Parse ``parl.subagent.schedule`` into ``serving["schedule"]`` (its first checkpoint is the model path when
+    none is given); its errors."""
+    if not raw:
+        serving["schedule"] = ()
+        return []
+    stages, errors = parse_schedule(raw if isinstance(raw, list) else [raw])
+    mode = serving.get("mode", SubagentServing.mode)
+    if stages and mode != "dedicated":
+        errors.append(f"{KEY}: switching checkpoints needs parl.subagent.mode=dedicated, not {mode!r}")
+    if stages and serving.get("model_path") is None:
+        serving["model_path"] = stages[0].model_path
+    serving["schedule"] = stages
+    return errors
 
 
 def _schedule_engine_errors(has_schedule: bool, engine: str | None) -> list[str]:
@@ -162,44 +182,23 @@ def swarm_settings(config: DictConfig) -> SwarmSettings:
         return done  # type: ignore[no-any-return]
     default_model = OmegaConf.select(config, "actor_rollout_ref.model.path")
     default_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
+    budget = OmegaConf.select(config, BUDGET_KEY, default=BUDGET_DEFAULT)
     return parse_swarm(
-        config_section(config, "parl.swarm"), config_section(config, "parl.subagent"), default_model, default_engine
+        config_section(config, "parl.swarm"),
+        config_section(config, "parl.subagent"),
+        default_model,
+        default_engine,
+        budget=budget,
     )
 
 
-def frozen_schedule(cfg: Any) -> FrozenGroupSchedule | None:
-    """The trainer config's schedule for the dedicated group, or None when ``parl.subagent.schedule`` is unset."""
-    stages = schedule_from_config(cfg)
-    if not stages:
-        return None
-    return FrozenGroupSchedule(stages, swarm_settings(cfg).subagent)
+def frozen_schedule(settings: SwarmSettings) -> FrozenGroupSchedule | None:
+    """The dedicated group's checkpoint schedule (``parl.subagent.schedule``), or None when it has none."""
+    serving = settings.subagent
+    return FrozenGroupSchedule(serving.schedule, serving) if serving.schedule else None
 
 
-def check_subagent_schedule(cfg: Any) -> list[str]:
-    """Whole-config check (resolved config): valid entries, dedicated mode, vocabularies match."""
-    return _validated(cfg)[1]
-
-
-def _validated(cfg: Any) -> tuple[tuple[CheckpointStage, ...], list[str]]:
-    """The schedule of a resolved trainer config and every error about it."""
-    from omegaconf import OmegaConf
-
-    node = OmegaConf.select(cfg, KEY, default=None)
-    if node is None:
-        return (), []
-    raw = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    stages, errors = parse_schedule(raw if isinstance(raw, list) else [raw])
-    mode = OmegaConf.select(cfg, "parl.subagent.mode", default="dedicated")
-    if stages and mode != "dedicated":
-        errors.append(f"{KEY}: switching checkpoints needs parl.subagent.mode=dedicated, not {mode!r}")
-    if not errors:
-        errors += vocab_errors(stages, OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None))
-    return stages, errors
-
-
-def schedule_from_config(cfg: Any) -> tuple[CheckpointStage, ...]:
-    """The validated schedule of the trainer config (empty when none); raises ValueError listing the errors."""
-    stages, errors = _validated(cfg)
-    if errors:
-        raise ValueError("; ".join(errors))
-    return stages
+def schedule_errors(settings: SwarmSettings, orchestrator_path: str | None) -> list[str]:
+    """Whole-config check of a parsed schedule: each checkpoint's vocabulary is the orchestrator's (its model
+    at ``actor_rollout_ref.model.path``), as the subagents' prompts are encoded with the orchestrator's tokenizer."""
+    return vocab_errors(settings.subagent.schedule, orchestrator_path) if settings.subagent.schedule else []

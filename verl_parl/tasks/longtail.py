@@ -6,8 +6,7 @@ every ``long_every``-th takes ``long_turns`` (10x, by default). Each turn the po
 ``tokens_per_turn`` tokens (real generation, trained as usual), then an observation arrives after
 ``latency_s`` seconds (the injected tool latency). Select with::
 
-    parl.embedded.task=longtail parl.embedded.agent_loop=longtail \\
-    parl.embedded.options='{long_every: 8, long_turns: 20, latency_s: 0.2}'
+    embedded=longtail parl.embedded.options='{long_every: 8, long_turns: 20, latency_s: 0.2}'
 
 The turns are set by the row, not chosen by the model, so steps of different trainer modes see the same
 work (``benchmarks/bench_async.py``). The agent loop is :mod:`verl_parl.tasks.longtail_loop` (it imports verl; this

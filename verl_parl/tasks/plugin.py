@@ -41,11 +41,6 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             tools=("calculator",),
             agent_loops=tuple(arithmetic.SYSTEM_PROMPTS),
             demos={role: f"{DEMOS}:arithmetic_{role}" for role in ("agent", "subagent", "orchestrator")},
-            defaults={
-                "reward.custom_reward_function.reward_kwargs.scorer": "number_match",
-                "parl.researcher.tools": ["calculator"],
-                "parl.swarm.subagent_tools": ["calculator"],
-            },
         )
     )
     register(
@@ -55,7 +50,6 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             description="latency-injected long-tail workload: a few episodes 10x longer (benchmarks, partial rollout)",
             scorer="number_match",
             agent_loops=(longtail.AGENT_NAME,),
-            defaults={"reward.custom_reward_function.reward_kwargs.scorer": "number_match"},
             check_options=longtail.option_errors,
         )
     )

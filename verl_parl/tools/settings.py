@@ -61,22 +61,35 @@ def parse_tools(raw: dict[str, Any]) -> tuple[dict[str, ToolSettings], list[str]
     return settings, errors
 
 
-def tool_errors(raw: dict[str, Any], used: list[str]) -> list[str]:
+def tool_errors(raw: dict[str, Any], used: list[tuple[str, str]]) -> list[str]:
     """Problems of ``parl.tools`` plus tool names (configured or ``used`` by a loop) nobody registered."""
+    return _checked(raw, used)[1]
+
+
+def checked_tools(raw: dict[str, Any], used: list[tuple[str, str]]) -> dict[str, ToolSettings]:
+    """``parl.tools`` dict -> settings per tool, the names configured or ``used`` by a loop (``(config key, name)``)
+    checked against the registry too; every problem in one ConfigError."""
+    settings, errors = _checked(raw, used)
+    if errors:
+        raise ConfigError(errors)
+    return settings
+
+
+def _checked(raw: dict[str, Any], used: list[tuple[str, str]]) -> tuple[dict[str, ToolSettings], list[str]]:
     from verl_parl.host.manager import get_registries
     from verl_parl.registry import PluginError, UnknownNameError
 
-    _, errors = parse_tools(raw)
+    settings, errors = parse_tools(raw)
     try:
         registry = get_registries().tools
     except PluginError:  # the launcher reports plugins that fail to load, with their names
-        return errors
+        return settings, errors
     for where, name in [*((f"parl.tools.{n}", n) for n in raw), *used]:
         try:
             registry.get(name)
         except UnknownNameError as exc:
             errors.append(f"{where}: {exc}")
-    return errors
+    return settings, errors
 
 
 def tool_settings(config: DictConfig) -> dict[str, ToolSettings]:

@@ -43,10 +43,10 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer, regis
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_parl.partial_rollout.settings import partial_rollout_settings
-from verl_parl.settings.run import has_parl, run_value
+from verl_parl.settings.run import has_parl, run_folder
 from verl_parl.swarm.frozen import frozen_group_metrics
 from verl_parl.swarm.frozen.schedule import FrozenGroupSchedule
-from verl_parl.swarm.settings import frozen_schedule
+from verl_parl.swarm.settings import frozen_schedule, swarm_settings
 from verl_parl.trainer.modes import PARL_SYNC, VERL_MODES
 from verl_parl.trainer.reward_hooks import after_advantage, before_advantage
 from verl_parl.trainer.rollout_guard import RefillGuard, named_actors, policy_server_names, refill_limit
@@ -201,7 +201,7 @@ class ParlHooks:
     def on_init_end(self) -> None:
         super().on_init_end()  # type: ignore[misc]  # verl is untyped
         if self.parl_active:
-            self._frozen_schedule = frozen_schedule(self.config)  # validates it: fails before any step runs
+            self._frozen_schedule = frozen_schedule(swarm_settings(self.config))  # parsed by the driver
             limit = refill_limit(int(OmegaConf.select(self.config, "data.train_batch_size", default=1) or 1))
             self._refills = RefillGuard(limit, policy_server_names(named_actors()))
             self._start_partial_rollout()
@@ -238,7 +238,7 @@ class ParlHooks:
             RayBoard(self._partial_board),
             refill=super()._add_prompts_to_generate,  # type: ignore[misc]  # not a failure: no RefillGuard
             batch_size=int(self.config.data.train_batch_size),
-            run_dir=run_value(self.config, "output_dir"),
+            run_dir=run_folder(self.config),
         )
         self.replay_buffer.partial = self._partial  # type: ignore[attr-defined]
         # each paused group's refill waits for the buffer's next look: parl.partial_rollout sets how often it looks
@@ -320,7 +320,7 @@ class ParlHooks:
         """The rewards of the traced episodes among ``rows`` to ``traces/rewards.jsonl`` (for the viewer)."""
         from verl_parl.traces.write import append_rewards
 
-        run_dir = run_value(self.config, "output_dir")
+        run_dir = run_folder(self.config)
         if run_dir:
             append_rewards(run_dir, [getattr(row, "data", row) for row in rows])
 

@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from verl_parl.settings.errors import did_you_mean
-from verl_parl.settings.run import run_value
+from verl_parl.settings.run import run_profile
 
 VERL_MODES = ("sync", "colocate_async", "separate_async")
 """verl's own modes; :func:`verl_parl.trainer.hooks.install` puts verl-parl's hooks on each."""
@@ -54,7 +54,7 @@ def _sampler_errors(cfg: Any) -> list[str]:
 
 def _separate_async_errors(cfg: Any) -> list[str]:
     errors = []
-    if run_value(cfg, "profile") == "cpu":
+    if run_profile(cfg) == "cpu":
         errors.append(
             f"{KEY}: 'separate_async' needs GPUs (standalone rollout replicas and an nccl/nixl/mooncake "
             "checkpoint engine); on the CPU profile use 'colocate_async'"

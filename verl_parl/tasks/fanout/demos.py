@@ -15,7 +15,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from verl_parl.swarm.calls import ASSIGN_TASK, BUDGET_MESSAGE, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.chat.budget import BUDGET_MESSAGE
+from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks.demos import Demo, call
 from verl_parl.tasks.fanout import design, world
 
@@ -76,7 +77,7 @@ def orchestration(task: world.FanoutTask, parallel: bool) -> Demo:
         messages += [_turn([create, *assigns]), created, *map(_tool, rows)]
         done = len(task.words)
     else:
-        done = design.BUDGET // (design.SUBAGENT_STEPS + 1)  # each serial stage: the turn and a subagent's steps
+        done = design.budget() // (design.SUBAGENT_STEPS + 1)  # each serial stage: the turn and a subagent's steps
         messages += [_turn([create, assigns[0]]), created, _tool(rows[0])]
         for i in range(1, done):
             messages += [_turn([assigns[i]]), _tool(rows[i])]
@@ -107,7 +108,7 @@ def fanout_subagent(rng: random.Random) -> Demo:
 def fanout_agent(rng: random.Random) -> Demo:
     """The single agent: one hop a turn, word after word, and the answer at turn B with the words it finished."""
     task = draw_task(rng)
-    done = (design.BUDGET - 1) // design.HOPS
+    done = (design.budget() - 1) // design.HOPS
     messages = _prompt(task, "researcher")
     for word in task.words[:done]:
         messages += _hops(word)

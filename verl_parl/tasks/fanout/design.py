@@ -1,4 +1,4 @@
-"""The ``fanout`` task's shape: rows N, hops k, the critical-steps budget B (one place; docs/tasks.md).
+"""The ``fanout`` task's shape: rows N, hops k, and the critical-steps budget B of its YAML (docs/tasks.md).
 
 A subagent given one word takes k hops and a reply (k + 1 steps), so
 
@@ -11,6 +11,8 @@ A subagent given one word takes k hops and a reply (k + 1 steps), so
 
 from __future__ import annotations
 
+from verl_parl.settings.tasks import task_settings
+
 ROWS_MIN, ROWS_MAX = 4, 5
 """Words per task: N."""
 
@@ -20,8 +22,14 @@ HOPS = 3
 SUBAGENT_STEPS = HOPS + 1
 """A subagent's steps for one word: its k hops and its reply."""
 
-BUDGET = 10
-"""Critical steps B: the swarm's k + 3 = 6 fits with 4 to spare, two serial words (2·(k + 2) = 10) spend it."""
+
+def budget() -> int:
+    """Critical steps B, ``parl.critical_steps_budget`` of ``configs/embedded/fanout.yaml`` (written there once):
+    the swarm's k + 3 = 6 fits with 4 to spare, two serial words (2·(k + 2) = 10) spend it."""
+    budget = task_settings("fanout").critical_steps_budget
+    assert budget is not None, "configs/embedded/fanout.yaml sets parl.critical_steps_budget"
+    return budget
+
 
 STARTS_PER_SPLIT = {"train": 3000, "val": 200, "test": 200}
 """Start words per split (disjoint): held-out tasks name only words no training task names, and there are too

@@ -8,18 +8,8 @@ from typing import Any
 from verl_parl.plugin import hookimpl
 from verl_parl.registry import Register, TaskSpec, ToolSpec
 from verl_parl.tasks import suites
-from verl_parl.tasks.fanout import design
 
 DEMOS = "verl_parl.tasks.fanout.demos"
-
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "reward.custom_reward_function.reward_kwargs.scorer": "table",
-    "parl.researcher.tools": ["hop"],
-    "parl.researcher.max_turns": design.BUDGET,
-    "parl.swarm.subagent_tools": ["hop"],
-    "parl.swarm.critical_steps_budget": design.BUDGET,
-}
-"""What the task needs whatever the embedded config file says: its scorer, tool and budget B."""
 
 
 def option_errors(settings: dict[str, Any]) -> list[str]:
@@ -61,7 +51,6 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             agent_loops=("parl_swarm", "researcher"),
             demos={role: f"{DEMOS}:fanout_{role}" for role in ("agent", "subagent", "orchestrator")},
             coldstart="verl_parl.modelbuild.recipes:FANOUT_RECIPE",
-            defaults=CONFIG_DEFAULTS,
             check_options=option_errors,
         )
     )

@@ -63,12 +63,6 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             demos={role: f"{DEMOS}:research_{role}" for role in ("agent", "subagent", "orchestrator")},
             renamer="verl_parl.tasks.research.names:with_fresh_names",
             coldstart="verl_parl.modelbuild.coldstart:READER_RECIPE",  # from the pretrained reader (shipped)
-            defaults={
-                "reward.custom_reward_function.reward_kwargs.scorer": "research",
-                "parl.researcher.tools": ["search"],
-                "parl.swarm.subagent_tools": ["search"],
-                "parl.tools.search.options.index": "${parl_asset:embedded_search_index}",
-            },
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
         )

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from verl_parl.tasks.widechain import dataset, design
+from verl_parl.tasks.widechain import dataset
 
 SHIPPED_TOKENIZER = Path(__file__).resolve().parents[2] / "modelbuild" / "weights" / "coldstart-research"
 """The shipped cold start's folder (its tokenizer; a path, so this module imports nothing of ``modelbuild``)."""
@@ -36,12 +36,14 @@ def _measure(args: argparse.Namespace) -> int:
         rows = frame.to_dict("records")[: args.limit]
         tasks = [dataset.task_of(row) for row in rows]
         tokenizer = AutoTokenizer.from_pretrained(str(args.tokenizer))
-        limits = oracle.Limits(budget=args.budget, context_tokens=args.context, trigger_tokens=args.trigger)
+        given = {"budget": args.budget, "context_tokens": args.context, "trigger_tokens": args.trigger}
+        limits = oracle.Limits(**{key: value for key, value in given.items() if value is not None})
         lines = oracle.measure(tasks, dataset.make_search_tool(folder / dataset.INDEX_DIR), tokenizer, limits)
     if args.json:
         print(json.dumps(lines, indent=2))
         return 0
-    print(f"{len(tasks)} {args.split} tasks, B = {args.budget} critical steps, context {args.context} tokens")
+    budget, context = limits.budget, limits.context_tokens
+    print(f"{len(tasks)} {args.split} tasks, B = {budget} critical steps, context {context} tokens")
     print(
         "| plan | item-F1 under B | critical steps under B | critical steps without B | share over B "
         "| item-F1 without B | finished without B | longest prompt |"
@@ -68,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     mea.add_argument("--seed", type=int, default=0)
     mea.add_argument("--split", default="test", choices=dataset.SPLITS)
     mea.add_argument("--limit", type=int, default=64)
-    mea.add_argument("--budget", type=int, default=design.BUDGET)
-    mea.add_argument("--context", type=int, default=design.CONTEXT_TOKENS)
-    mea.add_argument("--trigger", type=int, default=design.TRIGGER_TOKENS)
+    mea.add_argument("--budget", type=int, default=None, help="critical steps B (default: the task's YAML)")
+    mea.add_argument("--context", type=int, default=None, help="context tokens (default: the task's YAML)")
+    mea.add_argument("--trigger", type=int, default=None, help="policy trigger tokens (default: the task's YAML)")
     mea.add_argument("--tokenizer", default=str(SHIPPED_TOKENIZER))
     mea.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

@@ -6,7 +6,7 @@ Three plans, each an oracle (it never errs, and reads a fact only from a page it
   turn's text carries its notes so far (the partial table), so a context policy that keeps assistant turns keeps
   the facts. Each turn is one critical step; the budget B is ``max_turns``: at turn B it answers with what it has.
   Run under every context policy of :data:`SINGLE_POLICIES` (built through the registry, triggered at
-  :data:`~verl_parl.tasks.widechain.design.TRIGGER_TOKENS` as ``parl.context.agent`` would); its best is the
+  :func:`~verl_parl.tasks.widechain.design.trigger_tokens` as ``parl.context.agent`` would); its best is the
   single agent's number;
 * **serial orchestrator** (``parl_swarm``): one ``assign_task`` a turn, a row each, the next after the last
   returned;
@@ -30,13 +30,14 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from verl_parl.chat.budget import BUDGET_MESSAGE
 from verl_parl.chat.prompts import render_ids
 from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import ContextSettings
 from verl_parl.rewards.scorers import table_scorer
 from verl_parl.rewards.table import markdown_rule
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
-from verl_parl.swarm.calls import ASSIGN_TASK, BUDGET_MESSAGE, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks.research.corpus import as_written
 from verl_parl.tasks.widechain import dataset, design
 from verl_parl.tools.runtime import ToolRuntime
@@ -64,9 +65,9 @@ _DOCID = re.compile(r"\(docid: ([^,]+),")
 class Limits:
     """The budget and the context length a plan runs under."""
 
-    budget: int = design.BUDGET
-    context_tokens: int = design.CONTEXT_TOKENS
-    trigger_tokens: int = design.TRIGGER_TOKENS
+    budget: int = dataclasses.field(default_factory=design.budget)
+    context_tokens: int = dataclasses.field(default_factory=design.context_tokens)
+    trigger_tokens: int = dataclasses.field(default_factory=design.trigger_tokens)
     subagent_max_steps: int = design.SUBAGENT_STEPS + 1
 
 

@@ -12,20 +12,8 @@ from typing import Any
 from verl_parl.plugin import hookimpl
 from verl_parl.registry import Register, TaskSpec
 from verl_parl.tasks import suites
-from verl_parl.tasks.widechain import design
 
 DEMOS = "verl_parl.tasks.widechain.demos"
-
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "reward.custom_reward_function.reward_kwargs.scorer": "table",
-    "parl.researcher.tools": ["search"],
-    "parl.researcher.max_turns": design.BUDGET,
-    "parl.swarm.subagent_tools": ["search"],
-    "parl.swarm.critical_steps_budget": design.BUDGET,
-    "parl.subagent.max_model_len": design.CONTEXT_TOKENS,
-    "parl.tools.search.options.index": "${parl_asset:embedded_search_index}",
-}
-"""What the task needs whatever the embedded config file says: its scorer, tools, budget B and context length."""
 
 
 def option_errors(settings: dict[str, Any]) -> list[str]:
@@ -54,7 +42,6 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             tools=("search",),
             demos={role: f"{DEMOS}:widechain_{role}" for role in ("agent", "subagent", "orchestrator")},
             coldstart="verl_parl.modelbuild.coldstart:SHORT_READER_RECIPE",  # from the pretrained reader (shipped)
-            defaults=CONFIG_DEFAULTS,
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
         )

@@ -1,0 +1,100 @@
+"""A task's settings live in its YAML (``configs/embedded/<task>.yaml``): an edit there is what the run and its loops
+use, and a ``parl.embedded.task`` that names another task than the composed YAML's is a config error."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_parl.settings.errors import ConfigError
+
+
+def _configs_with_budget(tmp_path: Path, budget: int) -> Path:
+    """A copy of the package's configs whose fanout YAML sets ``budget``, as a user editing it would."""
+    folder = tmp_path / "configs"
+    shutil.copytree(Path(str(resources.files("verl_parl.configs"))), folder)
+    fanout = folder / "embedded" / "fanout.yaml"
+    text = fanout.read_text()
+    assert "  critical_steps_budget: 10\n" in text
+    fanout.write_text(text.replace("  critical_steps_budget: 10\n", f"  critical_steps_budget: {budget}\n"))
+    return folder
+
+
+PREPARE = """
+import json, sys
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
+from verl_parl.agents.settings import researcher_settings
+from verl_parl.cli import assets, launch
+from verl_parl.swarm.settings import swarm_settings
+
+folder, run_dir, *overrides = sys.argv[1:]
+assets.register_resolver()
+with initialize_config_dir(config_dir=folder, version_base=None):
+    with assets.building(False):
+        cfg = compose(config_name="parl_trainer", overrides=overrides)
+    with open_dict(cfg):
+        cfg.parl.output_dir = run_dir
+    parl = launch.prepare(cfg, overrides=overrides, embedded="fanout")
+print(json.dumps({
+    "resolved": cfg.parl.critical_steps_budget,
+    "parsed": parl.critical_steps_budget,
+    "orchestrator": swarm_settings(cfg).limits.critical_steps_budget,
+    "single_agent": researcher_settings(cfg).critical_steps_budget,
+}))
+"""
+
+
+def _prepare(folder: Path, overrides: list[str], run_dir: Path) -> dict[str, int]:
+    """The driver's config step (``launch.prepare``, in a process of its own as in a run: the CPU platform is chosen
+    before verl is imported) on the config composed from ``folder``: the budget where each part sees it."""
+    env = {**os.environ, "VERL_PLATFORM": "cpu", "HF_HUB_OFFLINE": "1"}
+    args = [sys.executable, "-c", PREPARE, str(folder), str(run_dir), *overrides]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_an_edit_of_the_task_yaml_reaches_the_resolved_config_and_every_loop(tmp_path: Path) -> None:
+    overrides = ["profile=cpu", "embedded=fanout", f"parl.cache_dir={tmp_path / 'cache'}"]
+    seen = _prepare(_configs_with_budget(tmp_path, 13), overrides, tmp_path / "run")
+    # the resolved config (resolved_config.yaml), the parsed settings, the orchestrator's and the single agent's
+    assert seen == {"resolved": 13, "parsed": 13, "orchestrator": 13, "single_agent": 13}
+    overridden = [*overrides, "parl.critical_steps_budget=7"]  # the command line still wins over the task's YAML
+    seen = _prepare(_configs_with_budget(tmp_path / "again", 13), overridden, tmp_path / "run2")
+    assert set(seen.values()) == {7}
+
+
+def test_a_task_named_apart_from_its_yaml_is_an_error() -> None:
+    from verl_parl.cli.launch import task_selection_errors
+
+    cfg = OmegaConf.create({"parl": {"embedded": {"task": "longtail"}}})
+    (error,) = task_selection_errors(cfg, "fanout")
+    assert error.startswith("parl.embedded.task: 'longtail'") and "embedded=longtail" in error
+    assert task_selection_errors(cfg, "longtail") == []
+    assert task_selection_errors(cfg, None) == []  # ~embedded: the base config's values, no task YAML
+
+
+def test_the_old_budget_key_names_its_new_place() -> None:
+    from verl_parl.swarm.settings import parse_swarm
+
+    with pytest.raises(ConfigError, match=r"parl.swarm.critical_steps_budget: moved to parl.critical_steps_budget"):
+        parse_swarm({"critical_steps_budget": 10}, {}, None)
+
+
+def test_task_values_come_from_the_task_yaml_over_the_base() -> None:
+    from verl_parl.settings.tasks import task_value
+
+    assert task_value("fanout", "parl.critical_steps_budget") == 10
+    assert task_value("arithmetic", "parl.critical_steps_budget") == 24  # the base YAML's, arithmetic sets none
+    assert task_value("fanout", "parl.embedded.parallel_share") == 0.3
+    with pytest.raises(KeyError, match=r"parl\.nope"):
+        task_value("fanout", "parl.nope")
