@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from verl_parl.rewards.text_match import extract_answer
@@ -37,23 +37,26 @@ def read_gold_csv(text: str, spec: EvalSpec) -> GoldTable:
     return gold_table(records[0], records[1:], spec)
 
 
-def judge_cells(judge: Any) -> CellJudge:
-    """``llm_judge`` cells asked of an :class:`~verl_parl.rewards.judge.LLMJudge` (one prompt per cell, the
-    column's criterion in the question)."""
+Ask = Callable[[str, str, str], float]
+"""``ask(question, answer, gold) -> score in [0, 1]``: an :class:`~verl_parl.rewards.judge.LLMJudge`'s ``judge``."""
+
+
+def judge_cells(ask: Ask) -> CellJudge:
+    """``llm_judge`` cells asked of the judge (one prompt per cell, the column's criterion in the question)."""
 
     def judge_cell(column: str, criterion: str, response: str, target: str) -> float:
         question = f"The value of column {column!r} in a row of a table."
         if criterion:
             question += f" Grading criterion: {criterion}"
-        return float(judge.judge(question, response, target))
+        return float(ask(question, response, target))
 
     return judge_cell
 
 
-def judge_aligner(judge: Any) -> Aligner:
-    """Alignment asked of an :class:`~verl_parl.rewards.judge.LLMJudge`: each answer value is compared with the
-    gold values not yet taken, in order, until the judge says they name the same thing (up to
-    ``len(answer values) · len(gold values)`` prompts; verdicts are cached by the judge)."""
+def judge_aligner(ask: Ask) -> Aligner:
+    """Alignment asked of the judge: each answer value is compared with the gold values not yet taken, in order,
+    until the judge says they name the same thing (up to ``len(answer values) · len(gold values)`` prompts;
+    verdicts are cached by the judge)."""
 
     def align(what: str, answers: Sequence[str], golds: Sequence[str]) -> dict[str, str]:
         subject = "column heading of a table" if what == "column" else f"value of the key column {what!r}"
@@ -63,7 +66,7 @@ def judge_aligner(judge: Any) -> Aligner:
         )
         free, mapping = list(golds), {}
         for value in answers:
-            match = next((g for g in free if judge.judge(question, value, g) >= 0.5), None)
+            match = next((g for g in free if ask(question, value, g) >= 0.5), None)
             if match is not None:
                 mapping[value] = match
                 free.remove(match)
@@ -84,10 +87,18 @@ def _inputs(ground_truth: Any, extra_info: Mapping[str, Any] | None) -> tuple[st
     return str(gold["csv"]), evaluation
 
 
-def _env_judge(judge: Any) -> Any:
-    from verl_parl.rewards.judge import judge_from_env
+def asker(judge: Any) -> Ask:
+    """``judge.judge`` of the given judge, else of the environment's, looked up at the first question (so rows
+    whose answers never reach a judged cell need no judge)."""
+    if judge is not None:
+        return judge.judge  # type: ignore[no-any-return]
 
-    return judge if judge is not None else judge_from_env()
+    def ask(question: str, answer: str, gold: str) -> float:
+        from verl_parl.rewards.judge import judge_from_env
+
+        return judge_from_env().judge(question, answer, gold)
+
+    return ask
 
 
 def score_row(
@@ -101,11 +112,8 @@ def score_row(
         gold = read_gold_csv(text, spec)
     except (ValueError, SpecError) as exc:
         return WideSearchScore(reason=f"bad widesearch gold: {exc}")
-    needs_judge = align or any("llm_judge" in spec.rule(c).metrics for c in spec.required)
-    llm = _env_judge(judge) if needs_judge else None
-    cells = judge_cells(llm) if llm is not None else None
-    aligner = judge_aligner(llm) if align and llm is not None else None
-    return score_answer(answer, gold, spec, judge=cells, align=aligner)
+    ask = asker(judge)
+    return score_answer(answer, gold, spec, judge=judge_cells(ask), align=judge_aligner(ask) if align else None)
 
 
 def widesearch_scorer(

@@ -42,24 +42,23 @@ class ReleasedTask:
     gold: tuple[tuple[str, ...], ...]
 
 
-def _gold_rows(path: Path, spec: EvalSpec) -> tuple[tuple[str, ...], ...]:
-    """The gold CSV's header and rows restricted to the required columns, in the task's order; raises
-    ``ValueError`` naming a missing file or column."""
-    if not path.is_file():
-        raise ValueError(f"no gold table {path}")
-    records = [row for row in csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"), newline="")) if row]
+def gold_rows(text: str, spec: EvalSpec) -> tuple[tuple[str, ...], ...]:
+    """A gold CSV's header and rows restricted to the required columns, in the task's order; raises
+    ``ValueError`` naming a missing column."""
+    records = [row for row in csv.reader(io.StringIO(text, newline="")) if row]
     if not records:
-        raise ValueError(f"gold table {path} is empty")
+        raise ValueError("the gold table is empty")
     names = [norm_column(h) for h in records[0]]
     missing = [c for c in spec.required if c not in names]
     if missing:
-        raise ValueError(f"gold table {path} lacks required column(s) {missing} (its columns: {names})")
+        raise ValueError(f"the gold table lacks required column(s) {missing} (its columns: {names})")
     index = [names.index(c) for c in spec.required]
     return tuple(tuple((row + [""] * len(names))[i].strip() for i in index) for row in records)
 
 
-def _task(record: Any, gold_dir: Path) -> ReleasedTask:
-    """One task-file record as a :class:`ReleasedTask`; raises ``ValueError`` naming what is wrong."""
+def task_from(record: Any, gold_csv: str) -> ReleasedTask:
+    """One task-file record and its gold table's CSV text as a :class:`ReleasedTask`; raises ``ValueError`` naming
+    what is wrong."""
     if not isinstance(record, Mapping):
         raise ValueError(f"a task must be a JSON object, got {type(record).__name__}")
     missing = [k for k in ("instance_id", "query", "evaluation") if k not in record]
@@ -71,9 +70,21 @@ def _task(record: Any, gold_dir: Path) -> ReleasedTask:
     except SpecError as exc:
         raise ValueError(f"evaluation: {exc}") from None
     block = json.loads(evaluation) if isinstance(evaluation, str) else dict(evaluation)
-    instance_id = str(record["instance_id"])
-    gold = _gold_rows(gold_dir / f"{instance_id}.csv", spec)
-    return ReleasedTask(instance_id, str(record["query"]), block, spec, str(record.get("language", "")), gold)
+    gold = gold_rows(gold_csv, spec)
+    return ReleasedTask(
+        str(record["instance_id"]), str(record["query"]), block, spec, str(record.get("language", "")), gold
+    )
+
+
+def _task(record: Any, gold_dir: Path) -> ReleasedTask:
+    """A task-file record with its gold table read from ``gold_dir/<instance_id>.csv``."""
+    text = ""
+    if isinstance(record, Mapping) and "instance_id" in record:
+        path = gold_dir / f"{record['instance_id']}.csv"
+        if not path.is_file():
+            raise ValueError(f"no gold table {path}")
+        text = path.read_text(encoding="utf-8-sig")
+    return task_from(record, text)
 
 
 def read_tasks(tasks_file: Path, gold_dir: Path) -> tuple[list[ReleasedTask], list[str]]:
