@@ -112,9 +112,9 @@ def url_match(response: str, target: str) -> float:
 def in_match(response: str, target: str) -> float:
     """1.0 when the answer's cell is part of the gold cell (case-sensitive: pre-process with ``norm_str`` first).
 
-    Not copied: an empty cell is part of every text, so officially an empty (or, through pandas, ``nan``) cell
-    can match; here an empty cell never does."""
-    return float(bool(response) and response in target)
+    Not copied: an empty cell is part of every text (and through pandas an empty cell reads ``nan``, part of
+    ``"hunan"``), so officially an empty cell can match a filled one; here it matches only an empty gold cell."""
+    return float(response in target) if response else float(not target)
 
 
 CellJudge = Callable[[str, str, str, str], float]
