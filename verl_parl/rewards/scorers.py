@@ -75,7 +75,10 @@ def _table_spec(gold: Mapping[str, Any], judge: Any = None) -> TableSpec:
     if "llm" in dict(metrics).values():
         from verl_parl.rewards.judge import cell_judge, judge_from_env
 
-        cells = cell_judge(judge or judge_from_env())
+        def from_env(column: str, pred: str, gold: str) -> float:  # looked up at the first judged cell
+            return cell_judge(judge_from_env())(column, pred, gold)
+
+        cells = cell_judge(judge) if judge is not None else from_env
     return TableSpec(
         judge=cells,
         keys=(keys,) if isinstance(keys, str) else tuple(keys),
