@@ -334,3 +334,17 @@ def test_score_cli_reads_converted_rows_and_other_scorers(tmp_path: Path, capsys
     assert json.loads(capsys.readouterr().out)["summary"]["f1_by_item"]["avg_n"] == 0.0
     assert score_main(["--scorer", "tabel", *data]) == 2
     assert "did you mean 'table'" in capsys.readouterr().out
+
+
+def test_the_scorer_passes_the_contract_kit() -> None:
+    from verl_parl.testing import check_scorer
+
+    answer = "```markdown\n| Country | Capital |\n|---|---|\n| Peru | Lima |\n| Chile | Santiago |\n```"
+    evaluation = {
+        **EVALUATION,
+        "eval_pipeline": {**EVALUATION["eval_pipeline"], "capital": {"metric": ["exact_match"]}},
+    }
+    scores = check_scorer(
+        widesearch_scorer, [(answer, GOLD, 1.0), ("no table", GOLD, 0.0)], extra_info={"evaluation": evaluation}
+    )
+    assert scores == [1.0, 0.0]
