@@ -118,9 +118,11 @@ def align_keys(rows: list[list[str]], gold: GoldTable, spec: EvalSpec, align: Al
             continue
         i = spec.required.index(col)
         gold_values = list(dict.fromkeys(row[i] for row in gold.rows))
-        processed = {_preprocessed(g, rule.preprocess) for g in gold_values}
-        asked = [v for v in dict.fromkeys(row[i] for row in rows) if _preprocessed(v, rule.preprocess) not in processed]
-        free = [g for g in gold_values if g not in {row[i] for row in rows}]
+        answer_values = list(dict.fromkeys(row[i] for row in rows))
+        gold_keys = {_preprocessed(g, rule.preprocess) for g in gold_values}
+        answer_keys = {_preprocessed(v, rule.preprocess) for v in answer_values}
+        asked = [v for v in answer_values if _preprocessed(v, rule.preprocess) not in gold_keys]
+        free = [g for g in gold_values if _preprocessed(g, rule.preprocess) not in answer_keys]
         mapping = align(col, asked, free) if asked and free else {}
         for row in rows:
             if row[i] in mapping:
@@ -129,7 +131,10 @@ def align_keys(rows: list[list[str]], gold: GoldTable, spec: EvalSpec, align: Al
     return notes
 
 
-def _unique_rows(rows: Sequence[Sequence[str]], key_idx: Sequence[int], label: str, notes: list[str]) -> dict:
+def _unique_rows(
+    rows: Sequence[Sequence[str]], key_idx: Sequence[int], label: str, notes: list[str]
+) -> dict[tuple[str, ...], Sequence[str]]:
+    """Rows by key, the first of rows repeating a key kept (each repeat noted)."""
     out: dict[tuple[str, ...], Sequence[str]] = {}
     for row in rows:
         key = tuple(row[i] for i in key_idx)
@@ -144,7 +149,10 @@ def _f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r > EPSILON else 0.0
 
 
-def _row_scores(answer_row: Sequence[str], gold_row: Sequence[str], spec: EvalSpec, judge: CellJudge | None) -> list:
+def _row_scores(
+    answer_row: Sequence[str], gold_row: Sequence[str], spec: EvalSpec, judge: CellJudge | None
+) -> list[float]:
+    """A joined row's cell scores: key cells 1, others the minimum over their column's metrics."""
     scores = []
     for i, col in enumerate(spec.required):
         if col in spec.unique:

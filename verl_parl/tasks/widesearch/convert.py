@@ -121,7 +121,7 @@ def table_options(task: ReleasedTask) -> dict[str, Any]:
     for column in task.spec.required:
         names = [TABLE_METRICS[m] for m in task.spec.rule(column).metrics if m in TABLE_METRICS]
         metrics[header[column]] = names[0] if names else "exact"
-    tolerances = [float(r.criterion) for r in task.spec.pipeline.values() if "number_near" in r.metrics]
+    tolerances = [float(r.criterion or 0.0) for r in task.spec.pipeline.values() if "number_near" in r.metrics]
     return {
         "keys": [header[c] for c in task.spec.unique],
         "metrics": metrics,
