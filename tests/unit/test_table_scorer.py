@@ -185,3 +185,51 @@ def test_results_item_f1_scores_the_rows_as_an_answer_that_copied_them_all() -> 
     assert results_item_f1(results, {**gold, "keys": "nation"}) is None  # the gold lacks its key column
     assert results_item_f1(results, {**gold, "metrics": ["number"]}) is None  # malformed options: no crash
     assert results_item_f1(results, {"keys": "country"}) is None  # no table at all
+
+
+# ------------------------------------------------------------------ reading what models write (issue 60)
+
+
+def test_a_table_without_outer_pipes_is_read_in_or_out_of_a_fence() -> None:
+    bare = "country | year | gdp\n--- | --- | ---\nFrance | 2020 | 2630\nJapan | 2021 | 4940\nBrazil | 2019 | 1870"
+    assert score_table_answer(bare, GOLD, SPEC).success is True
+    assert score_table_answer(f"```markdown\n{bare}\n```", GOLD, SPEC).success is True
+    # a line with a pipe over a plain rule is prose and a heading, not a table
+    assert "no markdown table" in score_table_answer("a | b\n---\nFrance | 2020", GOLD, SPEC).reason
+
+
+def test_a_blank_line_between_rows_does_not_end_the_table() -> None:
+    answer = PERFECT.replace("| Japan |", "\n| Japan |")
+    table, notes = parse_markdown_table(answer)
+    assert [row[0] for row in table.rows] == ["France", "Japan", "Brazil"]
+    assert any("blank line" in note for note in notes)
+    assert score_table_answer(answer, GOLD, SPEC).success is True
+
+
+def test_a_leading_dot_decimal_is_a_fraction() -> None:
+    gold = read_csv_table("fund,share\nA,0.5\nB,-0.25\n")
+    spec = TableSpec(keys=("fund",), metrics={"share": "number"})
+    answer = "| fund | share |\n|---|---|\n| A | .5 |\n| B | -.25 |\n"
+    assert score_table_answer(answer, gold, spec).success is True
+    assert score_table_answer(answer.replace(".5 |", "5 |"), gold, spec).row_f1 == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["2024-03-01", "March 2024", "Mar 2024", "1st March 2024", "Friday, March 1st, 2024", "2024年3月1日", "01.03.2024"],
+)
+def test_common_date_forms_are_read(written: str) -> None:
+    gold = read_csv_table("event,day\nlaunch,2024-03-01\n")
+    spec = TableSpec(keys=("event",), metrics={"day": "date"})
+    assert score_table_answer(f"| event | day |\n|---|---|\n| launch | {written} |", gold, spec).success is True
+
+
+def test_the_answer_table_is_the_one_that_fits_the_gold_not_the_last() -> None:
+    sources = "\n\nSources:\n\n| source | url |\n|---|---|\n| IMF | https://imf.org |\n"
+    score = score_table_answer(PERFECT + sources, GOLD, SPEC)
+    assert score.success is True
+    assert "read table 1 of 2 (the best fit to the gold header)" in score.notes
+    # of two drafts with the same header, the later one is the answer (as before: the last table)
+    draft = PERFECT.replace("2630", "1")
+    assert score_table_answer(draft + "\nCorrected:\n\n" + PERFECT, GOLD, SPEC).success is True
+    assert score_table_answer(PERFECT + "\nCorrected:\n\n" + draft, GOLD, SPEC).success is False

@@ -1,5 +1,8 @@
 """Score answers from the command line.
 
+``python -m verl_parl.score --scorer NAME --answers ANSWERS.jsonl --data ROWS.parquet`` scores a file of answers
+with a registered scorer and prints the official WideSearch summary (:mod:`verl_parl.cli.score_batch`).
+
 ``python -m verl_parl.score table --pred PRED.md --gold GOLD.csv --key COL[,COL...]`` prints a JSON
 object with ``item_f1``, ``row_f1``, ``precision``, ``recall``, ``success``, and ``reason`` (empty
 unless the input was bad) and ``notes``. Exit status: 0 when scored (a missing or malformed answer
@@ -62,8 +65,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status."""
-    args = _parser().parse_args(argv)
+    """Run the CLI (``table`` or ``--scorer``); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["table"]:
+        return _table(_parser().parse_args(argv))
+    if argv[:1] and argv[0] not in ("-h", "--help") and not any(a.split("=")[0] == "--scorer" for a in argv):
+        _parser().parse_args(argv)  # not a command we know: argparse says so and exits with status 2
+    from verl_parl.cli import score_batch
+
+    return score_batch.main(argv)
+
+
+def _table(args: argparse.Namespace) -> int:
+    """``table``: one answer file against one gold CSV."""
     try:
         spec = TableSpec(
             keys=tuple(k.strip() for k in args.key.split(",") if k.strip()),

@@ -1,5 +1,5 @@
-"""Built-in plugin of the rewards: the text and table scorers, the reward forms (PARL's paper and blog forms,
-Kimi-Researcher's), and the check of the judge's settings.
+"""Built-in plugin of the rewards: the text, table and WideSearch scorers, the reward forms (PARL's paper and blog
+forms, Kimi-Researcher's), and the check of the judge's settings.
 
 ``parl.reward`` itself is parsed with the ``parl`` section, as part of ``ParlConfig``
 (:func:`verl_parl.cli.config.parse_parl`).
@@ -35,12 +35,25 @@ def verl_parl_register_scorers(register: Register[ScorerSpec]) -> None:
         )
     )
     register(ScorerSpec(name="llm_judge", factory=_llm_judge, description="OpenAI-compatible LLM judge verdict"))
+    register(
+        ScorerSpec(
+            name="widesearch",
+            factory=_widesearch,
+            description="WideSearch's official evaluation rules (item-F1, row-F1, success), bugs left out",
+        )
+    )
 
 
 def _llm_judge() -> Any:
     from verl_parl.rewards.judge import llm_judge_scorer
 
     return llm_judge_scorer
+
+
+def _widesearch() -> Any:
+    from verl_parl.rewards.widesearch.scorer import widesearch_scorer
+
+    return widesearch_scorer
 
 
 @hookimpl

@@ -59,8 +59,10 @@ def _table_spec(gold: Mapping[str, Any], judge: Any = None) -> TableSpec:
     if not isinstance(keys, str) and not (isinstance(keys, list | tuple) and all(isinstance(k, str) for k in keys)):
         raise TableError(f"'keys' must be a column name or a list of them, got {keys!r}")
     metrics, aliases = gold.get("metrics") or {}, gold.get("aliases") or {}
+    if isinstance(metrics, Mapping):  # rows of a parquet file share one struct: other rows' columns are null here
+        metrics = {k: v for k, v in metrics.items() if v is not None}
     if isinstance(aliases, Mapping):
-        aliases = {k: _listed(v) for k, v in aliases.items()}
+        aliases = {k: _listed(v) for k, v in aliases.items() if v is not None}
     if not isinstance(metrics, Mapping) or not all(isinstance(m, str) for m in metrics.values()):
         raise TableError(f"'metrics' must map columns to metric names, got {metrics!r}")
     if not isinstance(aliases, Mapping) or not all(isinstance(v, list | tuple) for v in aliases.values()):
@@ -73,7 +75,10 @@ def _table_spec(gold: Mapping[str, Any], judge: Any = None) -> TableSpec:
     if "llm" in dict(metrics).values():
         from verl_parl.rewards.judge import cell_judge, judge_from_env
 
-        cells = cell_judge(judge or judge_from_env())
+        def from_env(column: str, pred: str, gold: str) -> float:  # looked up at the first judged cell
+            return cell_judge(judge_from_env())(column, pred, gold)
+
+        cells = cell_judge(judge) if judge is not None else from_env
     return TableSpec(
         judge=cells,
         keys=(keys,) if isinstance(keys, str) else tuple(keys),

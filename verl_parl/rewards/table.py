@@ -1,14 +1,18 @@
 """WideSearch-style table scoring: parse a markdown table, map columns, normalise, join, score.
 
-Pipeline (PARL_FACTS §3): extract the answer's markdown table → map its columns to the gold columns
-(by normalised name or a configured alias) → normalise cells → inner-join with the gold rows on the
-key columns → score every gold column of every joined row with its metric (``exact``, ``number``:
-relative tolerance, ``date``: days tolerance, ``llm``: a judge callable) → aggregate:
+Pipeline (PARL_FACTS §3): extract the answer's markdown tables and choose the answer table → map its
+columns to the gold columns (by normalised name or a configured alias) → normalise cells → inner-join with the
+gold rows on the key columns → score every gold column of every joined row with its metric (``exact``,
+``number``: relative tolerance, ``date``: days tolerance, ``llm``: a judge callable) → aggregate:
 
 * ``precision = tp / (pred_rows · |cols|)``, ``recall = tp / (gold_rows · |cols|)``, item-F1 their
   harmonic mean, ``tp`` = the sum of cell scores over joined rows;
 * row-F1 from row scores ``min`` over a row's cells (a row counts only when every cell is right);
 * ``success``: every gold row matched, no extra rows, every cell right.
+
+Reading what models write: outer pipes are optional, blank lines between rows do not end a table, ``.5`` is
+0.5, dates come in many forms (:mod:`verl_parl.rewards.dates`), and of several tables the answer table is the
+one whose header fits the gold best (:func:`choose_table`).
 
 Our choices (not published): duplicate keys keep their first row (later duplicates are ignored and
 counted in ``notes``); rows whose width differs from the header are padded/truncated; default
@@ -23,7 +27,9 @@ import io
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
+
+from verl_parl.rewards.dates import read_date
 
 METRICS = ("exact", "number", "date", "llm")
 
@@ -94,18 +100,91 @@ def _split_row(line: str) -> list[str]:
     return [cell.strip() for cell in re.split(r"(?<!\\)\|", body)]
 
 
-def _table_blocks(text: str) -> list[list[str]]:
-    blocks: list[list[str]] = []
-    current: list[str] = []
-    for line in text.splitlines():
-        if line.strip().startswith("|") or (current and "|" in line):
-            current.append(line)
-        elif current:
-            blocks.append(current)
-            current = []
-    if current:
-        blocks.append(current)
-    return blocks
+def _is_rule(line: str) -> bool:
+    """A ``|---|:--:|`` separator line (outer pipes optional: ``--- | ---``)."""
+    return bool(_SEPARATOR.match(line.strip().replace(" ", "")))
+
+
+def _opens_table(lines: Sequence[str], i: int) -> bool:
+    """Line ``i`` is a table's header: it holds a ``|`` and a separator line follows it. A header without outer
+    pipes (``a | b``) needs a separator with a ``|`` too, so ``a | b`` over a ``---`` rule is not a table."""
+    if i + 1 >= len(lines) or "|" not in lines[i] or not _is_rule(lines[i + 1]):
+        return False
+    return lines[i].strip().startswith("|") or "|" in lines[i + 1]
+
+
+def _continues(line: str, piped: bool, width: int) -> bool:
+    """After blank lines, ``line`` is another row of a table ``width`` cells wide (piped: it starts with ``|``)."""
+    if piped and not line.strip().startswith("|"):
+        return False
+    return "|" in line and len(_split_row(line)) == width
+
+
+def _read_table(lines: Sequence[str], start: int) -> tuple[Table, list[str], int]:
+    """The table whose header is ``lines[start]``: its rows up to the first line that is neither a row (a line
+    holding ``|``; a stray separator among them is skipped) nor a blank line followed by more rows of the same
+    width (a blank line followed by a header and its separator ends the table); and the index after it.
+
+    Raises :class:`TableError` for an empty column name in the header."""
+    header = tuple(_split_row(lines[start]))
+    if any(not name for name in header):
+        raise TableError(f"malformed markdown table: empty column name in header {list(header)}")
+    piped = lines[start].strip().startswith("|")
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    j = start + 2
+    while j < len(lines):
+        line = lines[j]
+        if not line.strip():
+            k = j
+            while k < len(lines) and not lines[k].strip():
+                k += 1
+            if k == len(lines) or _opens_table(lines, k) or not _continues(lines[k], piped, len(header)):
+                break
+            notes.append(f"blank line inside the table before row {len(rows) + 1}: read on")
+            j = k
+            continue
+        if "|" not in line:
+            break
+        if not _is_rule(line):
+            cells = _split_row(line)
+            if len(cells) != len(header):
+                notes.append(f"row {len(rows) + 1} has {len(cells)} cells, header has {len(header)}; padded/truncated")
+                cells = (cells + [""] * len(header))[: len(header)]
+            rows.append(tuple(cells))
+        j += 1
+    return Table(header, tuple(rows)), notes, j
+
+
+def parse_markdown_tables(text: str) -> list[tuple[Table, list[str]]]:
+    """Every markdown table in ``text``, in order, each with notes about repairs; raises :class:`TableError`
+    when there is none.
+
+    A table is a header line holding ``|``, a ``|---|`` separator line under it, and the rows after it. Outer
+    pipes are optional (``a | b`` / ``--- | ---``); blank lines between rows of the same width do not end a
+    table; a stray separator line among the rows is skipped.
+    """
+    lines = text.splitlines()
+    tables: list[tuple[Table, list[str]]] = []
+    error: TableError | None = None
+    i = 0
+    while i < len(lines):
+        if not _opens_table(lines, i):
+            i += 1
+            continue
+        try:
+            table, notes, i = _read_table(lines, i)
+        except TableError as exc:
+            error, i = exc, i + 2
+            continue
+        tables.append((table, notes))
+    if tables:
+        return tables
+    if error is not None:
+        raise error
+    if any(line.strip().startswith("|") for line in lines):
+        raise TableError("malformed markdown table: the second line is not a |---| separator")
+    raise TableError("no markdown table in the answer")
 
 
 def parse_markdown_table(text: str) -> tuple[Table, list[str]]:
@@ -113,23 +192,7 @@ def parse_markdown_table(text: str) -> tuple[Table, list[str]]:
 
     E.g. ``"| a | b |\\n|---|---|\\n| 1 | 2 |"`` → ``Table(("a", "b"), (("1", "2"),))``.
     """
-    blocks = _table_blocks(text)
-    if not blocks:
-        raise TableError("no markdown table in the answer")
-    lines = blocks[-1]
-    if len(lines) < 2 or not _SEPARATOR.match(lines[1].strip().replace(" ", "")):
-        raise TableError("malformed markdown table: the second line is not a |---| separator")
-    header = tuple(_split_row(lines[0]))
-    if any(not name for name in header):
-        raise TableError(f"malformed markdown table: empty column name in header {list(header)}")
-    rows, notes = [], []
-    for n, line in enumerate(lines[2:], start=1):
-        cells = _split_row(line)
-        if len(cells) != len(header):
-            notes.append(f"row {n} has {len(cells)} cells, header has {len(header)}; padded/truncated")
-            cells = (cells + [""] * len(header))[: len(header)]
-        rows.append(tuple(cells))
-    return Table(header, tuple(rows)), notes
+    return parse_markdown_tables(text)[-1]
 
 
 def result_rows(texts: Sequence[str], columns: Sequence[str], aliases: Mapping[str, Sequence[str]]) -> Table:
@@ -193,27 +256,20 @@ def map_columns(
     return mapping
 
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"-?(?:\d+(?:\.\d+)?|\.\d+)")
 
 
 def parse_number(value: str) -> float | None:
-    """First number in a cell, ignoring thousands separators, currency and %: ``"$1,234.5"`` → 1234.5."""
+    """First number in a cell, ignoring thousands separators, currency and %: ``"$1,234.5"`` → 1234.5,
+    ``".5"`` → 0.5."""
     match = _NUMBER.search(value.replace(",", ""))
     return float(match.group()) if match else None
 
 
-_DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%d.%m.%Y", "%B %d %Y", "%b %d %Y", "%d %B %Y", "%d %b %Y", "%Y-%m", "%Y")
-
-
 def parse_date(value: str) -> date | None:
-    """A date in ISO, slash, dotted or month-name form: ``"March 5, 2024"`` → 2024-03-05; else None."""
-    text = " ".join(value.replace(",", " ").split())
-    for fmt in _DATE_FORMATS:
-        try:
-            return datetime.strptime(text, fmt).date()
-        except ValueError:
-            continue
-    return None
+    """A date in ISO, numeric, month-name or Chinese form (:func:`verl_parl.rewards.dates.read_date`; dotted
+    dates day first): ``"March 5, 2024"`` → 2024-03-05, ``"Mar 2024"`` → 2024-03-01; else None."""
+    return read_date(value)
 
 
 def number_near(pred: str, gold: str, rel_tol: float) -> float:
@@ -322,13 +378,31 @@ def _aggregate(tp: float, tp_rows: float, n_pred: int, n_gold: int, n_cols: int,
     return TableScore(precision, recall, _f1(precision, recall), _f1(row_p, row_r), success, reason, tuple(notes))
 
 
+def choose_table(tables: Sequence[Table], gold: Table, spec: TableSpec) -> int:
+    """Index of the answer table among ``tables``: the one whose header maps every key column and the most gold
+    columns (:func:`map_columns`); among equals, the last. So an answer table followed by a table of sources or
+    notes is read, and of two drafts of the same table the later one."""
+
+    def fit(table: Table) -> tuple[bool, int]:
+        mapping = map_columns(table.columns, gold.columns, spec.aliases)
+        return all(k in mapping for k in spec.keys), len(mapping)
+
+    fits = [fit(table) for table in tables]
+    return max(range(len(tables)), key=lambda i: (fits[i], i))
+
+
 def score_table_answer(answer: str, gold: Table, spec: TableSpec) -> TableScore:
-    """Parse the answer's markdown table and score it; a missing or malformed table scores 0 with a reason."""
+    """Parse the answer's markdown tables, choose the answer table (:func:`choose_table`) and score it; a missing
+    or malformed table scores 0 with a reason."""
     errors = gold_errors(gold, spec)
     if errors:
         return TableScore(reason="; ".join(errors))
     try:
-        pred, notes = parse_markdown_table(answer)
+        tables = parse_markdown_tables(answer)
     except TableError as exc:
         return TableScore(reason=str(exc))
+    chosen = choose_table([table for table, _ in tables], gold, spec)
+    pred, notes = tables[chosen]
+    if len(tables) > 1:
+        notes = [f"read table {chosen + 1} of {len(tables)} (the best fit to the gold header)", *notes]
     return score_tables(pred, gold, spec, notes)

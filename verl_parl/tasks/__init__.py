@@ -1,5 +1,5 @@
-"""Built-in tasks: the embedded arithmetic task, the offline wide/deep research suite, the widechain family and
-the synthetic fanout task."""
+"""Built-in tasks: the embedded arithmetic task, the offline wide/deep research suite, the widechain family, the
+synthetic fanout task, and the loader of WideSearch's released tasks."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def system_prompt_for(data_source: str, agent_loop: str) -> str | None:
         from verl_parl.tasks.widechain import dataset as widechain
 
         return widechain.SYSTEM_PROMPTS.get(agent_loop)
+    if data_source == "widesearch":
+        from verl_parl.tasks import widesearch
+
+        return widesearch.SYSTEM_PROMPTS.get(agent_loop)
     if data_source == "verl_parl/fanout":
         from verl_parl.tasks.fanout import world
 
