@@ -90,7 +90,7 @@ def verl_parl_register_context_policies(register: Register[ContextPolicySpec]) -
 
 @hookspec
 def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
-    """Register tasks (dataset writer, scorer, tools, cold-start demonstrations, config defaults).
+    """Register tasks (dataset writer, scorer, tools, cold-start demonstrations, where their settings live).
 
     Receives ``register``, bound to the calling plugin: call ``register(TaskSpec(name=...,
     factory=write_data, scorer=..., tools=(...), demos={role: "module:function"}, ...))`` once per

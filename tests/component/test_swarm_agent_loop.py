@@ -65,6 +65,8 @@ def swarm_config(
 ) -> DictConfig:
     cfg = cfg.copy()
     with open_dict(cfg):
+        if "critical_steps_budget" in swarm:  # every loop's budget: parl's own key
+            cfg.parl.critical_steps_budget = swarm.pop("critical_steps_budget")
         cfg.parl.swarm = OmegaConf.create(swarm)
         cfg.parl.traces = OmegaConf.create(traces or {"train_fraction": 0.0})
         cfg.parl.subagent = OmegaConf.create({"mode": "shared", **(subagent or {})})

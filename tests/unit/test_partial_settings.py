@@ -7,9 +7,22 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.partial_rollout.plugin import verl_parl_validate_config
-from verl_parl.partial_rollout.settings import PartialRolloutSettings, parse_partial_rollout, partial_rollout_settings
+from verl_parl.partial_rollout.settings import (
+    PartialRolloutSettings,
+    parse_partial_rollout,
+    partial_rollout_settings,
+    run_errors,
+)
 from verl_parl.settings.errors import ConfigError
+
+
+def checked(cfg: object) -> list[str]:
+    """What the driver reports of the section: its parse's errors, then what it needs from the rest of the run."""
+    try:
+        settings = partial_rollout_settings(cfg)
+    except ConfigError as exc:
+        return list(exc.errors)
+    return run_errors(cfg, settings)
 
 
 def run_cfg(partial: dict, **overrides: object) -> object:
@@ -32,7 +45,7 @@ def test_absent_section_is_disabled_and_the_default_yaml_parses() -> None:
 
 def test_enabled_with_a_turn_budget_on_a_sync_run_has_no_errors() -> None:
     cfg = run_cfg({"enable": True, "max_turns_per_step": 3})
-    assert verl_parl_validate_config(cfg) == []
+    assert checked(cfg) == []
     assert partial_rollout_settings(cfg).max_turns_per_step == 3
 
 
@@ -75,7 +88,7 @@ def test_run_needs_sync_single_prompt_fetches_and_decoupled_log_probs_for_import
         actor_rollout_ref={"rollout": {"calculate_log_probs": False}},
         algorithm={"rollout_correction": {"rollout_is": None, "bypass_mode": True}},
     )
-    errors = verl_parl_validate_config(cfg)
+    errors = checked(cfg)
     assert [e.split(":")[0] for e in errors] == [
         "trainer.v1.trainer_mode",
         "data.gen_batch_size",
@@ -92,6 +105,6 @@ def test_mask_rule_needs_no_log_probs_and_a_disabled_section_needs_nothing() -> 
         actor_rollout_ref={"rollout": {"calculate_log_probs": False}},
         algorithm={"rollout_correction": {"rollout_is": None, "bypass_mode": True}},
     )
-    assert verl_parl_validate_config(mask) == []
+    assert checked(mask) == []
     off = run_cfg({"enable": False}, trainer={"v1": {"trainer_mode": "colocate_async"}}, data={"gen_batch_size": 8})
-    assert verl_parl_validate_config(off) == []
+    assert checked(off) == []

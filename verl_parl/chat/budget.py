@@ -21,10 +21,10 @@ def budget_spent(critical_steps: int, budget: int | None) -> bool:
     return budget is not None and critical_steps >= budget
 
 
-def budget_fields(budget: int | None, exhausted: bool) -> dict[str, float]:
+def budget_fields(budget: int | None, exhausted: bool) -> dict[str, float | bool]:
     """An episode's budget fields (``AgentLoopOutput.extra_fields``; the trainer logs each ``parl_<name>`` as
     ``parl/<name>/mean``): the budget it ran under (absent without one) and whether the budget ended it."""
     return {
         **({} if budget is None else {"parl_critical_steps_budget": float(budget)}),
-        "parl_budget_exhausted": float(exhausted),
+        "parl_budget_exhausted": bool(exhausted),
     }

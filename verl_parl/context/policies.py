@@ -179,6 +179,7 @@ SUMMARY_PROMPT = (
     "found (with their sources), what was tried and failed, and what is left to do. Be brief.\n\n{history}"
 )
 SUMMARY_MESSAGE = "Summary of your earlier work (older steps were removed to save context):\n{summary}"
+SUMMARY_HEAD = SUMMARY_MESSAGE.split("{", 1)[0]
 
 
 class Summarize(PolicyBase):
@@ -200,13 +201,15 @@ class Summarize(PolicyBase):
 
     async def rewrite(self, messages: list[Message], ctx: RewriteContext) -> list[Message] | None:
         task, rounds = split_history(messages)
+        earlier = [m for m in task if _is_summary(m)]  # an earlier rewrite's note: summarised again, not stacked
+        task = [m for m in task if not _is_summary(m)]
         keep = rounds[len(rounds) - self.rounds :] if self.rounds else []
         dropped = rounds[: len(rounds) - len(keep)]
         if not dropped:
             return None
         if ctx.summarize is None:
-            return join_history(task, keep)
-        history = render_rounds(dropped)[-self.max_history_chars :]
+            return join_history([*task, *earlier], keep)
+        history = render_rounds([earlier, *dropped] if earlier else dropped)[-self.max_history_chars :]
         try:
             summary = (await ctx.summarize(self.prompt.format(history=history))).strip()
         except Exception as exc:  # noqa: BLE001 - fall back to keep_recent, see the class docstring
@@ -217,6 +220,10 @@ class Summarize(PolicyBase):
             return join_history(task, keep)
         note = {"role": "user", "content": SUMMARY_MESSAGE.format(summary=summary or "(empty)")}
         return [*task, note, *(m for r in keep for m in r)]
+
+
+def _is_summary(message: Message) -> bool:
+    return message.get("role") == "user" and str(message.get("content") or "").startswith(SUMMARY_HEAD)
 
 
 def render_rounds(rounds: list[list[Message]]) -> str:

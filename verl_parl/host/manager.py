@@ -63,6 +63,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "verl_parl.tasks.research.plugin",
     "verl_parl.tasks.widechain.plugin",
     "verl_parl.tasks.fanout.plugin",
+    "verl_parl.tasks.fanpages.plugin",
 )
 """Our own components' plugins (each a ``plugin.py`` holding only hook implementations), registered under their
 module name before any entry point."""

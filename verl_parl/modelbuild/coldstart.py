@@ -58,7 +58,7 @@ from verl_parl.modelbuild.tiny import (
     default_cache_dir,
     is_complete_build,
 )
-from verl_parl.tasks.demos import Demo, demo_digest_payload, make_demos
+from verl_parl.tasks.demos import TRAINED_TURNS, Demo, demo_digest_payload, make_demos
 
 __all__ = [
     "COLDSTART_VERSION",
@@ -229,7 +229,9 @@ class Example:
 
 
 def encode_demo(tokenizer: PreTrainedTokenizerBase, demo: Demo, encoder: PieceEncoder | None = None) -> Example:
-    """Tokenize ``demo`` with the loss on assistant turns only.
+    """Tokenize ``demo`` with the loss on assistant turns only (on its last turn only when its
+    ``meta["trained_turns"]`` is ``"last"``: a snapshot of a context that a policy rewrote, whose earlier turns were
+    written from pages it no longer shows).
 
     The conversation is rendered once by the chat template (as the agent loops render it). An
     assistant turn is the text after the template's generation prompt (``<|im_start|>assistant\\n``,
@@ -257,7 +259,8 @@ def encode_demo(tokenizer: PreTrainedTokenizerBase, demo: Demo, encoder: PieceEn
     starts = {start for start, _ in offsets}
     if any(begin not in starts for begin, _ in spans):
         raise ValueError(f"{demo.role} demonstration: an assistant turn does not start on a token boundary")
-    mask = [int(any(begin <= start < stop for begin, stop in spans)) for start, _ in offsets]
+    trained = spans[-1:] if demo.meta.get(TRAINED_TURNS) == "last" else spans
+    mask = [int(any(begin <= start < stop for begin, stop in trained)) for start, _ in offsets]
     first_user = text.find(encoder.user_header)
     prefix_len = sum(start < first_user for start, _ in offsets) if first_user > 0 else 0
     return Example(demo.role, ids, mask, prefix_len)

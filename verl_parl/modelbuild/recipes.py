@@ -22,3 +22,15 @@ demonstrations of the first recipe, so that the swarm turn walks the question's 
 (docs/experiments/2026-11-28-spurious-assignments.md); in the default run's three seeds it lifted held-out item-F1
 from 0.82-0.84 to 0.91-0.92 and lowered the spurious fraction from 0.18-0.20 to 0.10-0.13
 (docs/experiments/2026-11-29-long-cold-start.md)."""
+
+FANPAGES_RECIPE: dict[str, Any] = {
+    "base": DEEP_READER_MODEL,
+    "pretrain": READER_PRETRAIN,
+    "steps": 1500,
+    "batch_size": 8,
+    "lr": 1.5e-3,
+    "demos_per_role": 1024,
+    "rehearsal": 1,
+}
+"""``fanpages``'s: fanout's recipe from the reader, a quarter more steps for reading the index pages; the subagent's
+and the single agent's demonstrations are snapshots of one generation each (up to ~900 tokens)."""

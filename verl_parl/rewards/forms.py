@@ -57,6 +57,7 @@ def staged_terms(cfg: ParlRewardConfig, stats: EpisodeStats, r_perf: float, step
         parallel_kind=cfg.parallel_kind,
         cap=cfg.parallel_cap,
         success=success,
+        spurious_cost=cfg.credit.spurious_cost,
     )
 
 
@@ -69,6 +70,7 @@ def terms_info(terms: RewardTerms, step: int) -> dict[str, float]:
         "parl_r_finish": terms.r_finish,
         "parl_lambda_parallel": terms.lambda_parallel,
         "parl_lambda_finish": terms.lambda_finish,
+        "parl_r_spurious": terms.r_spurious,
         "parl_step": float(step),
     }
 

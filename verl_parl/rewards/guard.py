@@ -253,6 +253,7 @@ def credit_episode(
     if runs is None:
         return stats, (0.0 if stats.num_assigned == 0 else None)
     useful = useful_runs(runs, task, min_overlap)
+    stats = replace(stats, num_spurious=sum(not ok for ok in useful))
     if not guarded:
         return stats, spurious_fraction(useful)
     credited = [ok and answered is not False for ok in useful]

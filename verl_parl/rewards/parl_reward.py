@@ -47,6 +47,7 @@ class EpisodeStats:
     stage_sub_steps: tuple[tuple[int, ...], ...] = ()
     credited_sub_steps: tuple[tuple[int, ...], ...] | None = None
     credited_finished: int | None = None
+    num_spurious: int = 0  # assignments the guard judged spurious (verl_parl.rewards.guard), in either credit mode
 
     @property
     def num_credited(self) -> int:
@@ -84,6 +85,14 @@ class RewardTerms:
     r_finish: float
     lambda_parallel: float
     lambda_finish: float
+    r_spurious: float = 0.0  # what the spurious assignments took off the reward (>= 0)
+
+
+def spurious_penalty(num_spurious: int, cost: float) -> float:
+    """``cost · num_spurious`` [ours]: what spurious assignments take off an episode's reward at every step. K2.5's
+    ``r_finish`` counters spurious parallelism but is annealed to 0 with λ2; this term is not, so a duplicate or
+    useless assignment costs to the end of training. E.g. one spurious assignment at cost 0.1 → 0.1."""
+    return max(0, num_spurious) * max(0.0, cost)
 
 
 def r_parallel_capped(num_assigned: int, cap: int) -> float:
@@ -156,16 +165,20 @@ def parl_terms(
     parallel_kind: str = "critical_path",
     cap: int = 10,
     success: bool | None = None,
+    spurious_cost: float = 0.0,
 ) -> RewardTerms:
     """All terms of one episode. In the blog form ``Q = r_perf`` and ``success`` defaults to ``r_perf > 0``;
-    ``lambda_parallel`` is λ_aux and ``lambda_finish`` is unused (reported as 0)."""
+    ``lambda_parallel`` is λ_aux and ``lambda_finish`` is unused (reported as 0). Either form then subtracts
+    :func:`spurious_penalty` of the episode's spurious assignments."""
     r_par = r_parallel(stats, parallel_kind, cap)
     finished = stats.num_finished if stats.credited_finished is None else stats.credited_finished
     r_fin = r_finish(finished, stats.num_assigned)
+    r_spur = spurious_penalty(stats.num_spurious, spurious_cost)
     if form == "paper":
-        total = paper_reward(r_perf, r_par, r_fin, lambda_parallel, lambda_finish)
-        return RewardTerms(total, r_perf, r_par, r_fin, lambda_parallel, lambda_finish)
+        total = paper_reward(r_perf, r_par, r_fin, lambda_parallel, lambda_finish) - r_spur
+        return RewardTerms(total, r_perf, r_par, r_fin, lambda_parallel, lambda_finish, r_spur)
     if form == "blog":
         ok = r_perf > 0 if success is None else success
-        return RewardTerms(blog_reward(ok, r_perf, r_par, lambda_parallel), r_perf, r_par, r_fin, lambda_parallel, 0.0)
+        total = blog_reward(ok, r_perf, r_par, lambda_parallel) - r_spur
+        return RewardTerms(total, r_perf, r_par, r_fin, lambda_parallel, 0.0, r_spur)
     raise ValueError(f"unknown PARL reward form {form!r}; known: {FORMS}")

@@ -120,14 +120,19 @@ class CreditConfig:
     least share of the question's content words a useful prompt repeats. ``looped``: ``pay`` rewards an
     episode whose own text loops (one of its turns writes a piece 8+ times in a row) as any other;
     ``zero`` gives it reward 0, every term (the table scorer forgives a row written again and again).
+    ``spurious_cost``: what each spurious assignment takes off the reward, at every step [ours].
     """
 
     mode: str = IN_YAML
     min_overlap: float = IN_YAML
     looped: str = IN_YAML
+    spurious_cost: float = IN_YAML
 
     def __post_init__(self) -> None:
         k, errors = f"{PREFIX}.credit", []
+        cost = self.spurious_cost
+        if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
+            errors.append(f"{k}.spurious_cost: must be a number >= 0, got {cost!r}")
         if self.mode not in CREDIT_MODES:
             errors.append(f"{k}.mode: {self.mode!r} is not one of {CREDIT_MODES}")
         number = isinstance(self.min_overlap, int | float) and not isinstance(self.min_overlap, bool)

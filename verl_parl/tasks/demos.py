@@ -18,7 +18,9 @@ Rules a source follows (checked by :func:`check_demo`): the first message is the
 agent loop uses for that role, the second the user task; assistant tool calls are
 ``{"type": "function", "function": {"name": ..., "arguments": {dict}}}`` (a dict, which the chat
 template renders as a JSON object), each followed by one ``tool`` message per call; the last message
-is the assistant's final answer without tool calls. Only assistant turns are trained on.
+is the assistant's final answer without tool calls. Only assistant turns are trained on. A *snapshot*
+(``meta["trained_turns"] == "last"``: one generation of an agent whose context a policy rewrote) ends with that
+generation, a tool-call turn or an answer, and only it is trained.
 
 The built-in task ``research`` keeps its sources in :mod:`verl_parl.tasks.research.demos`. The
 built-in task ``arithmetic`` (sources below) has three roles, matching the agent loops that use the task:
@@ -46,6 +48,7 @@ __all__ = [
     "DEMO_SOURCES",
     "SUBAGENT_NAMES",
     "SUBAGENT_PROMPTS",
+    "TRAINED_TURNS",
     "Demo",
     "DemoSource",
     "DemoSources",
@@ -56,6 +59,10 @@ __all__ = [
 ]
 
 Message = dict[str, Any]
+
+TRAINED_TURNS = "trained_turns"
+"""``Demo.meta`` key: ``"last"`` trains the demonstration's last assistant turn only (a snapshot of a rewritten
+context, :func:`verl_parl.modelbuild.coldstart.encode_demo`); absent, every assistant turn is trained."""
 
 
 @dataclass(frozen=True)
@@ -214,12 +221,15 @@ def check_demo(demo: Demo) -> None:
     """Raise ``ValueError`` naming the first rule of the module docstring that ``demo`` breaks."""
     roles = [m["role"] for m in demo.messages]
     problems = []
+    snapshot = demo.meta.get(TRAINED_TURNS) == "last"  # one generation: a tool-call turn may end it
     if roles[:2] != ["system", "user"]:
         problems.append(f"must start with system, user; got {roles[:2]}")
-    if roles[-1] != "assistant" or demo.messages[-1].get("tool_calls"):
+    if roles[-1] != "assistant" or (demo.messages[-1].get("tool_calls") and not snapshot):
         problems.append("must end with an assistant answer without tool calls")
     for index, message in enumerate(demo.messages):
         calls = message.get("tool_calls") or []
+        if snapshot and index == len(demo.messages) - 1:
+            continue
         if any(not isinstance(c["function"]["arguments"], dict) for c in calls):
             problems.append(f"message {index}: tool-call arguments must be dicts")
         following = roles[index + 1 : index + 1 + len(calls)]
@@ -314,5 +324,8 @@ def _tool_messages(observations: list[str]) -> list[Message]:
 
 
 def demo_digest_payload(demo: Demo) -> str:
-    """A canonical JSON text of ``demo`` (part of the cold-start cache key)."""
-    return json.dumps({"role": demo.role, "messages": demo.messages, "tools": demo.tools}, sort_keys=True)
+    """A canonical JSON text of ``demo`` (part of the cold-start cache key), with its ``trained_turns`` when set."""
+    payload = {"role": demo.role, "messages": demo.messages, "tools": demo.tools}
+    if TRAINED_TURNS in demo.meta:
+        payload[TRAINED_TURNS] = demo.meta[TRAINED_TURNS]
+    return json.dumps(payload, sort_keys=True)

@@ -123,7 +123,7 @@ class World:
         return self.numbers[self.chain(start)[-1]]
 
 
-def _words(rng: random.Random, count: int) -> list[str]:
+def words_of(rng: random.Random, count: int) -> list[str]:
     """``count`` distinct made-up words of two or three syllables."""
     found: set[str] = set()
     words: list[str] = []
@@ -140,7 +140,7 @@ def world(seed: int = 0) -> World:
     """The world of ``seed``: the same graph for the dataset writer and every ``hop`` tool built with that seed."""
     rng = random.Random(f"fanout-world-{seed}")
     n_starts = sum(design.STARTS_PER_SPLIT.values())
-    words = _words(rng, n_starts + 2 * design.MIDDLE_WORDS)
+    words = words_of(rng, n_starts + 2 * design.MIDDLE_WORDS)
     starts, middle, last = (
         words[:n_starts],
         words[n_starts : n_starts + design.MIDDLE_WORDS],
