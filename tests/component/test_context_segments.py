@@ -286,3 +286,22 @@ def test_each_segment_reports_the_policy_versions_of_its_own_turns(
         (3, 4),
         (5, 5),
     ]
+
+
+def test_the_single_agent_follows_the_budget_rule_of_every_loop(trainer_config: DictConfig, model_path: Path) -> None:
+    """``parl.critical_steps_budget`` B: each turn is one critical step; once B are spent, the agent is told to answer
+    and one final turn is generated whose tool calls are not run (as the orchestrator's loop does)."""
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+    from verl_parl.chat.budget import BUDGET_MESSAGE
+
+    cfg = configured(trainer_config, policy="none", trigger_tokens=1)
+    with open_dict(cfg):
+        cfg.parl.critical_steps_budget = 2
+    script = [call("calculator", expression="1 + 1")] * 3 + ["It is 2."]
+    outputs, server = run(ResearcherAgentLoop, cfg, model_path, script)
+    extra = outputs[-1].extra_fields
+    assert len(server.requests) == 3 and extra["parl_turns"] == 3  # B turns, then the forced one
+    assert extra["parl_budget_exhausted"] is True and extra["parl_critical_steps_budget"] == 2.0
+    assert extra["parl_iterations_exceeded"] == 0.0  # the budget ended it, not max_turns
+    last_prompt = server.tokenizer.decode(server.requests[-1][0])
+    assert BUDGET_MESSAGE in last_prompt and last_prompt.count("<tool_response>") == 2  # the third call never ran

@@ -36,6 +36,7 @@ REWARD_METRICS = {
     "parl/reward/r_perf": "parl_r_perf",
     "parl/reward/r_parallel": "parl_r_parallel",
     "parl/reward/r_finish": "parl_r_finish",
+    "parl/reward/r_spurious": "parl_r_spurious",
     "parl/lambda_parallel": "parl_lambda_parallel",
     "parl/lambda_finish": "parl_lambda_finish",
     "parl/reward/step": "parl_step",
