@@ -15,7 +15,7 @@ import pytest
 
 pytest.register_assert_rewrite("main_runs", "run_pool")
 
-from main_runs import FANOUT_LEARNING_STEPS, parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
+from main_runs import FANOUT_LEARNING_STEPS, FANPAGES_LEARNING_STEPS, parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
 from run_pool import (  # noqa: E402
     BACKGROUND_NICE,
     SHARED_RUNS,
@@ -156,6 +156,20 @@ def async_research_run(path: Path) -> RunSpec:
 
 # ---- the shared fanout learning run: PARL on the fanout task (N words of k = 3 hops, budget B = 10, a known optimum)
 # from its shipped mixed cold start. Checked by the learning test (accuracy and parallelism move toward the optimum).
+
+
+@shared_run
+def fanpages_learning_run(path: Path) -> RunSpec:
+    """``parl_swarm`` on the default task (fanpages), validated on 16 held-out tasks before training and after."""
+    return RunSpec(
+        overrides=(
+            "embedded=fanpages",
+            "parl.embedded.n_val=16",
+            f"trainer.total_training_steps={FANPAGES_LEARNING_STEPS}",
+            f"trainer.test_freq={FANPAGES_LEARNING_STEPS}",
+            "trainer.save_freq=-1",
+        )
+    )
 
 
 @shared_run

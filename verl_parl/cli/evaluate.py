@@ -2,7 +2,7 @@
 
     python -m verl_parl.evaluate --model CKPT --data test.parquet \\
         [--subagent-model FROZEN_CKPT] [--modes researcher,parl_swarm] [--limit N] [--out results.json] \\
-        [Hydra overrides, e.g. parl.swarm.critical_steps_budget=12]
+        [Hydra overrides, e.g. parl.critical_steps_budget=12]
 
 Each mode is an agent loop (``researcher``: one agent with ``parl.researcher.tools``; ``parl_swarm``:
 the orchestrator with frozen subagents on ``--subagent-model``, by default the same checkpoint;

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -199,23 +200,40 @@ def draw_tasks(config: FanoutConfig, split: str, count: int) -> list[FanoutTask]
     return tasks
 
 
-def make_row(task: FanoutTask, index: int, split: str, agent_loop: str = "parl_swarm") -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class RowStyle:
+    """What a word task's rows and tool config name: its data source, prompts per loop and tool (fanout's, or a task
+    built on its rows, as ``fanpages``)."""
+
+    data_source: str
+    ability: str
+    system_prompts: dict[str, str]
+    tool_name: str
+    tool_schema: dict[str, Any]
+
+
+FANOUT = RowStyle(DATA_SOURCE, "fanout", SYSTEM_PROMPTS, "hop", TOOL_SCHEMA)
+
+
+def make_row(
+    task: FanoutTask, index: int, split: str, agent_loop: str = "parl_swarm", style: RowStyle = FANOUT
+) -> dict[str, Any]:
     """One verl RL dataset row, scored by the ``table`` scorer (item-F1 over the rows, keyed by ``word``)."""
     return {
-        "data_source": DATA_SOURCE,
+        "data_source": style.data_source,
         "agent_name": agent_loop,
         "prompt": [
-            {"role": "system", "content": SYSTEM_PROMPTS[agent_loop]},
+            {"role": "system", "content": style.system_prompts[agent_loop]},
             {"role": "user", "content": task.question},
         ],
-        "ability": "fanout",
+        "ability": style.ability,
         "reward_model": {"style": "rule", "ground_truth": task.ground_truth},
         "extra_info": {
             "index": index,
             "split": split,
             "question": task.question,
             "task_kind": "wide",
-            "task_type": "fanout",
+            "task_type": style.ability,
             "hops": design.HOPS,
             "entities": list(task.words),
             "keys": "word",
@@ -226,28 +244,36 @@ def make_row(task: FanoutTask, index: int, split: str, agent_loop: str = "parl_s
     }
 
 
-def write_tool_config(path: Path, seed: int) -> Path:
-    """verl's tool-config YAML exposing ``hop`` over the world of ``seed``."""
+def write_tool_config(path: Path, seed: int, style: RowStyle = FANOUT) -> Path:
+    """verl's tool-config YAML exposing the task's tool over the world of ``seed``."""
     import yaml
 
     tool = {
         "class_name": "verl_parl.tools.verl_tool.RegisteredTool",
-        "config": {"type": "native", "name": "hop", "options": {"seed": seed}},
-        "tool_schema": TOOL_SCHEMA,
+        "config": {"type": "native", "name": style.tool_name, "options": {"seed": seed}},
+        "tool_schema": style.tool_schema,
     }
     path.write_text(yaml.safe_dump({"tools": [tool]}, sort_keys=False))
     return path
 
 
-def write(directory: Path, config: FanoutConfig) -> dict[str, Path]:
-    """``train``/``val``/``test`` parquet and the tool config in ``directory`` (cheap: rewritten every time)."""
+TaskDraw = Callable[[FanoutConfig, str, int], list[FanoutTask]]
+
+
+def write(
+    directory: Path, config: FanoutConfig, style: RowStyle = FANOUT, draw: TaskDraw | None = None
+) -> dict[str, Path]:
+    """``train``/``val``/``test`` parquet and the tool config in ``directory`` (cheap: rewritten every time); the
+    tasks of ``draw`` (default: :func:`draw_tasks`)."""
     import pandas as pd
 
+    draw = draw or draw_tasks
     directory.mkdir(parents=True, exist_ok=True)
     sizes = {"train": config.n_train, "val": config.n_val, "test": config.n_test}
     paths = {}
     for split in SPLITS:
-        rows = [make_row(t, i, split, config.agent_loop) for i, t in enumerate(draw_tasks(config, split, sizes[split]))]
+        tasks = draw(config, split, sizes[split])
+        rows = [make_row(t, i, split, config.agent_loop, style) for i, t in enumerate(tasks)]
         paths[split] = directory / f"{split}.parquet"
         pd.DataFrame(rows).to_parquet(paths[split])
-    return {**paths, "tools": write_tool_config(directory / "tools.yaml", config.seed)}
+    return {**paths, "tools": write_tool_config(directory / "tools.yaml", config.seed, style)}

@@ -18,8 +18,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-from verl_parl.tasks import suites
-from verl_parl.tasks.fanout.world import HEADER, FanoutTask, words_of
+from verl_parl.tasks.fanout.world import HEADER, FanoutConfig, FanoutTask, RowStyle, words_of
+from verl_parl.tasks.fanout.world import config_errors as fanout_config_errors
+from verl_parl.tasks.fanout.world import make_row as fanout_row
+from verl_parl.tasks.fanout.world import write as fanout_write
 from verl_parl.tasks.fanpages import design
 from verl_parl.tools.base import ToolError
 
@@ -27,10 +29,6 @@ DATA_SOURCE = "verl_parl/fanpages"
 SPLITS = ("train", "val", "test")
 AGENT_LOOPS = ("parl_swarm", "researcher")
 TOOL_NAME = "lookup"
-ANSWER_FORMAT = (
-    "Answer with a markdown table with the columns | word | number |, one row per word. "
-    "Put the markdown table inside <answer></answer>."
-)
 _LOOKUP_HINT = (
     "The lookup tool opens the long index page that lists one word and the word it leads to; after three lookups a "
     "word's page holds its number."
@@ -67,36 +65,13 @@ TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class FanpagesConfig:
-    """What to generate; everything here is part of the cache key."""
-
-    seed: int = 0
-    n_train: int = 256
-    n_val: int = 64
-    n_test: int = 64
-    rows_min: int = design.ROWS_MIN
-    rows_max: int = design.ROWS_MAX
-    agent_loop: str = "parl_swarm"
-
-    def __post_init__(self) -> None:
-        errors = config_errors(dataclasses.asdict(self))
-        if errors:
-            raise ValueError("invalid fanpages config:\n" + "\n".join(f"  - {e}" for e in errors))
+FanpagesConfig = FanoutConfig
+"""What to generate (the cache key): fanout's fields (seed, split sizes, rows per task, the rows' agent loop)."""
 
 
 def config_errors(values: dict[str, Any]) -> list[str]:
-    """Every problem of :class:`FanpagesConfig` field values (defaults fill the missing ones), each naming its field."""
-    ints = ("seed", "n_train", "n_val", "n_test", "rows_min", "rows_max")
-    errors, v, ints_ok = suites.field_errors(FanpagesConfig, values, ints)
-    most = min(design.STARTS_PER_SPLIT.values())
-    if ints_ok and not 1 <= v["rows_min"] <= v["rows_max"] <= most:
-        errors.append(
-            f"rows_min/rows_max: need 1 <= rows_min <= rows_max <= {most}, got {v['rows_min']}/{v['rows_max']}"
-        )
-    if v["agent_loop"] not in AGENT_LOOPS:
-        errors.append(f"agent_loop: {v['agent_loop']!r} is not one of {list(AGENT_LOOPS)}")
-    return errors
+    """Every problem of :data:`FanpagesConfig` field values, each naming its field (fanout's checks)."""
+    return fanout_config_errors(values)
 
 
 # ------------------------------------------------------------------------------------------------ world
@@ -193,15 +168,12 @@ class Lookup:
 # ------------------------------------------------------------------------------------------------ tasks
 
 
-def question(words: tuple[str, ...]) -> str:
-    return f"Follow each of these words to its number: {'; '.join(words)}. {ANSWER_FORMAT}"
-
-
-def draw_tasks(config: FanpagesConfig, split: str, count: int) -> list[FanoutTask]:
-    """``count`` tasks of ``split``: ``rows_min``-``rows_max`` distinct start words of that split each."""
+def draw_tasks(config: FanoutConfig, split: str, count: int) -> list[FanoutTask]:
+    """``count`` tasks of ``split``: ``rows_min``-``rows_max`` distinct start words of that split each, no two of
+    whose chains meet on a page."""
     w = world(config.seed)
     rng = random.Random(f"fanpages-tasks-{config.seed}-{split}")
-    tasks = []
+    tasks: list[FanoutTask] = []
     while len(tasks) < count:
         words = tuple(rng.sample(w.starts[split], rng.randint(config.rows_min, config.rows_max)))
         if apart(words, w):
@@ -215,58 +187,17 @@ def apart(words: tuple[str, ...], w: World) -> bool:
     return len(set(pages)) == len(pages)
 
 
+STYLE = RowStyle(DATA_SOURCE, "fanpages", SYSTEM_PROMPTS, TOOL_NAME, TOOL_SCHEMA)
+
+
 def make_row(task: FanoutTask, index: int, split: str, agent_loop: str = "parl_swarm") -> dict[str, Any]:
     """One verl RL dataset row, scored by the ``table`` scorer (item-F1 over the rows, keyed by ``word``)."""
-    return {
-        "data_source": DATA_SOURCE,
-        "agent_name": agent_loop,
-        "prompt": [
-            {"role": "system", "content": SYSTEM_PROMPTS[agent_loop]},
-            {"role": "user", "content": question(task.words)},
-        ],
-        "ability": "fanpages",
-        "reward_model": {"style": "rule", "ground_truth": task.ground_truth},
-        "extra_info": {
-            "index": index,
-            "split": split,
-            "question": question(task.words),
-            "task_kind": "wide",
-            "task_type": "fanpages",
-            "hops": design.HOPS,
-            "entities": list(task.words),
-            "keys": "word",
-            "metrics": {"word": "exact", "number": "number"},
-            "aliases": {"word": ["start word"], "number": ["value"]},
-            "answer_metric": "token_f1",
-        },
-    }
+    return fanout_row(task, index, split, agent_loop, STYLE)
 
 
-def write_tool_config(path: Path, seed: int) -> Path:
-    """verl's tool-config YAML exposing ``lookup`` over the world of ``seed``."""
-    import yaml
-
-    tool = {
-        "class_name": "verl_parl.tools.verl_tool.RegisteredTool",
-        "config": {"type": "native", "name": TOOL_NAME, "options": {"seed": seed}},
-        "tool_schema": TOOL_SCHEMA,
-    }
-    path.write_text(yaml.safe_dump({"tools": [tool]}, sort_keys=False))
-    return path
-
-
-def write(directory: Path, config: FanpagesConfig) -> dict[str, Path]:
-    """``train``/``val``/``test`` parquet and the tool config in ``directory`` (cheap: rewritten every time)."""
-    import pandas as pd
-
-    directory.mkdir(parents=True, exist_ok=True)
-    sizes = {"train": config.n_train, "val": config.n_val, "test": config.n_test}
-    paths = {}
-    for split in SPLITS:
-        rows = [make_row(t, i, split, config.agent_loop) for i, t in enumerate(draw_tasks(config, split, sizes[split]))]
-        paths[split] = directory / f"{split}.parquet"
-        pd.DataFrame(rows).to_parquet(paths[split])
-    return {**paths, "tools": write_tool_config(directory / "tools.yaml", config.seed)}
+def write(directory: Path, config: FanoutConfig) -> dict[str, Path]:
+    """``train``/``val``/``test`` parquet and the ``lookup`` tool's config in ``directory``."""
+    return fanout_write(directory, config, STYLE, draw_tasks)
 
 
 __all__ = [
@@ -277,6 +208,7 @@ __all__ = [
     "FanpagesConfig",
     "Lookup",
     "World",
+    "apart",
     "draw_tasks",
     "make_row",
     "world",

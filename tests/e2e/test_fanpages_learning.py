@@ -1,0 +1,32 @@
+"""End to end: PARL learns toward the default task's known optimum, on verl's real trainer, CPU.
+
+The fanpages task (``verl_parl/tasks/fanpages``, docs/tasks.md) has N = 4-5 independent words of k = 3 dependent
+lookups each, every lookup a long index page; every agent's context C = 896 holds one page, not two, and the budget
+B = 10 cuts serial plans: only the swarm (one subagent a word, all in the first turn: 6 critical steps) answers every
+word. The shipped cold start demonstrates both plans (30% parallel). So a few GRPO steps must move the greedy policy
+on held-out tasks (before training and after) to the swarm plan: fewer critical steps, higher item-F1, and no more
+spurious assignments (``parl.reward.credit.spurious_cost``). The run is the shared ``fanpages_learning_run``
+(``tests/conftest.py``): 4 steps of 4 tasks x 4 samples, 16 held-out tasks.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from main_runs import FANPAGES_LEARNING_STEPS, MainRun, assert_trained
+
+pytestmark = pytest.mark.e2e
+
+SWARM_STEPS = 6  # the optimal plan's critical steps: 1 + (k + 1) + 1
+
+
+def test_a_few_grpo_steps_move_the_held_out_policy_toward_the_swarm(fanpages_learning_run: MainRun) -> None:
+    assert_trained(fanpages_learning_run.result, fanpages_learning_run.run_dir, steps=FANPAGES_LEARNING_STEPS)
+    summary = json.loads((fanpages_learning_run.run_dir / "summary.json").read_text())
+    heldout = {label: (se["start"], se["end"]) for label, se in summary["heldout"].items()}
+    assert heldout["held-out item-F1"][1] >= heldout["held-out item-F1"][0] + 0.10, heldout
+    critical = heldout["held-out critical steps"]
+    assert critical[1] <= critical[0] - 2.0 and critical[1] <= SWARM_STEPS + 1.0, heldout
+    spurious = heldout["held-out spurious fraction"]
+    assert spurious[1] <= spurious[0] + 0.05, heldout
