@@ -1,0 +1,95 @@
+"""Train the swarm and the single agent alike, then evaluate both on the test split (docs/default_run.md's table).
+
+    python scripts/swarm_vs_single.py [--seeds 0 1 2] [--out outputs/swarm_vs_single] [--task fanpages] [-- OVERRIDES]
+
+For each seed it runs ``python -m verl_parl.main`` twice with the same steps, seed and budget: the default
+orchestrator (``parl_swarm``) and the single agent (``parl.embedded.agent_loop=researcher``: its calls of a turn run
+concurrently, its context policy is the task's, the best of the oracle table). Then ``python -m verl_parl.evaluate``
+runs each trained policy greedily on the task's 64 test tasks (frozen subagents: the cold start, as in training) and
+the script prints one markdown table: item-F1 and critical steps per seed and their mean. Runs whose folder already
+holds a ``summary.json`` are not run again. Progress on stderr, the table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+MODES = {"swarm": ("parl_swarm", []), "single agent": ("researcher", ["parl.embedded.agent_loop=researcher"])}
+
+
+def seeded(seed: int) -> list[str]:
+    """The overrides that set every seed of a run (data order, rollout sampling, the actor's data loader)."""
+    return [
+        f"data.seed={seed}",
+        f"actor_rollout_ref.rollout.seed={seed}",
+        f"actor_rollout_ref.actor.data_loader_seed={seed}",
+    ]
+
+
+def train(folder: Path, overrides: list[str]) -> dict[str, Any]:
+    """``python -m verl_parl.main`` into ``folder`` (skipped when it already finished); its summary.json."""
+    summary = folder / "summary.json"
+    if not summary.is_file():
+        print(f"[compare] training -> {folder}", file=sys.stderr, flush=True)
+        command = [sys.executable, "-m", "verl_parl.main", f"parl.output_dir={folder}", *overrides]
+        subprocess.run(command, check=True, stdout=sys.stderr)
+    return json.loads(summary.read_text())
+
+
+def evaluate(model: str, data: Path, mode: str, *, subagents: str, out: Path) -> dict[str, Any]:
+    """``python -m verl_parl.evaluate`` of ``mode`` on ``data``; its report's mode summary."""
+    if not out.is_file():
+        print(f"[compare] evaluating {model} ({mode}) on {data}", file=sys.stderr, flush=True)
+        command = [sys.executable, "-m", "verl_parl.evaluate", "--model", model, "--data", str(data), "--modes", mode]
+        command += ["--subagent-model", subagents, "--out", str(out)]
+        subprocess.run(command, check=True, stdout=sys.stderr)
+    return dict(json.loads(out.read_text())["modes"][mode])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--out", type=Path, default=Path("outputs/swarm_vs_single"))
+    parser.add_argument("--task", default="fanpages", help="the embedded task (default: the default run's)")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
+    args = parser.parse_args(argv)
+    rows: dict[str, list[tuple[float, float]]] = {name: [] for name in MODES}
+    for seed in args.seeds:
+        for name, (mode, extra) in MODES.items():
+            folder = (args.out / f"{mode}-{seed}").resolve()
+            summary = train(folder, [f"embedded={args.task}", *seeded(seed), *extra, *args.overrides])
+            config = (folder / "resolved_config.yaml").read_text()
+            test = _data_folder(config) / "test.parquet"
+            subagents = _model_path(config)
+            found = evaluate(summary["final_model"], test, mode, subagents=subagents, out=folder / "test_eval.json")
+            rows[name].append((found["item_f1"], found["critical_steps"]))
+    print(f"| agent ({args.task}, test split, greedy) | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean |")
+    print("|---" * (len(args.seeds) + 2) + "|")
+    for name, values in rows.items():
+        cells = [f"{f1:.3f} / {steps:.2f}" for f1, steps in values]
+        mean = f"{statistics.mean(v[0] for v in values):.3f} / {statistics.mean(v[1] for v in values):.2f}"
+        print(f"| {name}: item-F1 / critical steps | " + " | ".join(cells) + f" | **{mean}** |")
+    return 0
+
+
+def _data_folder(resolved_config: str) -> Path:
+    import yaml
+
+    config = yaml.safe_load(resolved_config)
+    return Path(config["data"]["val_files"]).parent
+
+
+def _model_path(resolved_config: str) -> str:
+    import yaml
+
+    return str(yaml.safe_load(resolved_config)["actor_rollout_ref"]["model"]["path"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
