@@ -92,7 +92,15 @@ class Spec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ToolSpec(Spec):
-    """A tool the agents can call; ``factory`` builds the tool instance."""
+    """A tool the agents can call; ``factory`` builds the tool instance.
+
+    Attributes:
+        indexer: for a tool that searches a corpus, ``"module:attribute"`` of the object that builds and opens its
+            index, a :class:`verl_parl.tools.index.CorpusIndexer` (loaded on first use): how a task indexes its
+            corpus for the tool without importing the tool's plugin. None: the tool has no index to build.
+    """
+
+    indexer: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,8 @@
 """Built-in plugin of the ``widechain`` family: registers the ``widechain`` task (``embedded=widechain``).
 
-It imports nothing heavy: the generator and the search plugin load when the task is first used. Like the
-research suite it needs the search plugin (``verl_parl_search``) to index its corpus and to search it.
+It imports nothing heavy: the generator loads when the task is first used. Like the research suite it needs the
+registered ``search`` tool and its indexer (the search plugin, ``verl_parl_search``) to index its corpus and to
+search it (:mod:`verl_parl.tools.index`).
 """
 
 from __future__ import annotations
