@@ -126,6 +126,6 @@ def test_the_settings_dataclasses_have_a_runs_defaults() -> None:
     settings = SwarmSettings()
     swarm = yaml_default("swarm")
     assert settings.limits.max_orchestrator_steps == swarm["max_orchestrator_steps"]
-    assert settings.limits.critical_steps_budget == swarm["critical_steps_budget"]
+    assert settings.limits.critical_steps_budget == yaml_default("")["critical_steps_budget"]
     assert settings.limits.subagent_limits.max_new_tokens == swarm["subagent_limits"]["max_new_tokens"]
     assert settings.subagent.mode == yaml_default("subagent")["mode"]
