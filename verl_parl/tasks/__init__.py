@@ -5,22 +5,10 @@ from __future__ import annotations
 
 
 def system_prompt_for(data_source: str, agent_loop: str) -> str | None:
-    """A built-in task's system prompt for ``agent_loop`` (None for other tasks or unknown loops), so
-    one dataset can be evaluated in every mode (:mod:`verl_parl.cli.evaluate`)."""
-    from verl_parl.tasks import arithmetic
+    """The system prompt for ``agent_loop`` of the registered task whose rows carry ``data_source``
+    (``TaskSpec.data_sources`` and ``system_prompts``; None for an unknown source or loop), so one dataset can be
+    evaluated in every mode (:mod:`verl_parl.cli.evaluate`)."""
+    from verl_parl.host.manager import get_registries
 
-    if data_source == arithmetic.DATA_SOURCE:
-        return arithmetic.SYSTEM_PROMPTS.get(agent_loop)
-    if data_source.startswith("verl_parl/research"):
-        from verl_parl.tasks.research import dataset
-
-        return dataset.SYSTEM_PROMPTS.get(agent_loop)
-    if data_source == "verl_parl/widechain":
-        from verl_parl.tasks.widechain import dataset as widechain
-
-        return widechain.SYSTEM_PROMPTS.get(agent_loop)
-    if data_source == "verl_parl/fanout":
-        from verl_parl.tasks.fanout import world
-
-        return world.SYSTEM_PROMPTS.get(agent_loop)
-    return None
+    task = next((spec for spec in get_registries().tasks if data_source in spec.data_sources), None)
+    return None if task is None else task.system_prompt(agent_loop)

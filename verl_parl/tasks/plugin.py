@@ -41,6 +41,8 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             tools=("calculator",),
             agent_loops=tuple(arithmetic.SYSTEM_PROMPTS),
             demos={role: f"{DEMOS}:arithmetic_{role}" for role in ("agent", "subagent", "orchestrator")},
+            data_sources=(arithmetic.DATA_SOURCE,),
+            system_prompts=arithmetic.SYSTEM_PROMPTS,
         )
     )
     register(

@@ -66,5 +66,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             coldstart="verl_parl.modelbuild.coldstart:READER_RECIPE",  # from the pretrained reader (shipped)
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
+            data_sources=("verl_parl/research/wide", "verl_parl/research/deep"),  # dataset.DATA_SOURCES
+            system_prompts="verl_parl.tasks.research.dataset:SYSTEM_PROMPTS",
         )
     )

@@ -45,5 +45,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             coldstart="verl_parl.modelbuild.coldstart:SHORT_READER_RECIPE",  # from the pretrained reader (shipped)
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
+            data_sources=("verl_parl/widechain",),  # dataset.DATA_SOURCE
+            system_prompts="verl_parl.tasks.widechain.dataset:SYSTEM_PROMPTS",
         )
     )
