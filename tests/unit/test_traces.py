@@ -281,7 +281,10 @@ def test_episodes_cut_short_count_only_stages_the_orchestrator_generated(
     cfg = base.copy()
     with open_dict(cfg):
         cfg.parl.output_dir = str(tmp_path)
-        cfg.parl.swarm = OmegaConf.create({"subagent_tools": ["calculator"], **limits})
+        swarm = dict(limits)
+        if "critical_steps_budget" in swarm:  # every loop's budget: parl.critical_steps_budget
+            cfg.parl.critical_steps_budget = swarm.pop("critical_steps_budget")
+        cfg.parl.swarm = OmegaConf.create({"subagent_tools": ["calculator"], **swarm})
         cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
         cfg.parl.traces = OmegaConf.create({"train_fraction": 1.0})
         cfg.actor_rollout_ref.rollout.response_length = 2048
