@@ -4,20 +4,15 @@ plugin's task and a plugin's schedule kind take part like the built-in ones (``T
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from verl_parl.cli.evaluate import prompt_for
-from verl_parl.host.manager import get_registries, reset_plugin_manager
+from verl_parl.host.manager import get_registries
 from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
 from verl_parl.rewards.settings import RewardConfigError, parse_reward_config
 from verl_parl.tasks import system_prompt_for
-from verl_parl.testing import write_plugin_distribution
-
-MODULE_PREFIX = "vp_test_prompts_"
 
 # A third-party task whose rows carry ``vp/spelling``, with a system prompt per mode (a lazy "module:attribute"),
 # and a schedule kind: ``start`` halved every ``num_steps`` steps from ``start_step`` on, down to ``end``.
@@ -57,16 +52,8 @@ def verl_parl_register_schedules(register):
 
 
 @pytest.fixture(autouse=True)
-def spelling_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    site = tmp_path / "site"
-    site.mkdir()
-    write_plugin_distribution(site, "vp-spelling", {"spelling": SPELLING_PLUGIN}, module_prefix=MODULE_PREFIX)
-    monkeypatch.syspath_prepend(str(site))
-    reset_plugin_manager()
-    yield
-    reset_plugin_manager()
-    for name in [name for name in sys.modules if name.startswith(MODULE_PREFIX)]:
-        del sys.modules[name]
+def spelling_plugin(install_plugin: Callable[[str, dict[str, str]], dict[str, str]]) -> None:
+    install_plugin("vp-spelling", {"spelling": SPELLING_PLUGIN})
 
 
 def test_a_plugin_task_s_rows_get_its_prompt_for_each_mode() -> None:

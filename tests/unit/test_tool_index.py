@@ -4,18 +4,13 @@ the tool's plugin (``verl_parl.tools.index``)."""
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from verl_parl.host.manager import reset_plugin_manager
 from verl_parl.registry import PluginError, UnknownNameError
-from verl_parl.testing import write_plugin_distribution
 from verl_parl.tools.index import corpus_indexer, registered_tool
-
-MODULE_PREFIX = "vp_test_index_"
 
 # A third-party tool over a corpus: its "index" is the corpus's titles, copied into the folder; a search finds
 # the pages whose title holds every word of the query.
@@ -76,16 +71,8 @@ def verl_parl_register_tools(register):
 
 
 @pytest.fixture(autouse=True)
-def titles_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    site = tmp_path / "site"
-    site.mkdir()
-    write_plugin_distribution(site, "vp-titles", {"titles": TITLES_PLUGIN}, module_prefix=MODULE_PREFIX)
-    monkeypatch.syspath_prepend(str(site))
-    reset_plugin_manager()
-    yield
-    reset_plugin_manager()
-    for name in [name for name in sys.modules if name.startswith(MODULE_PREFIX)]:
-        del sys.modules[name]
+def titles_plugin(install_plugin: Callable[[str, dict[str, str]], dict[str, str]]) -> None:
+    install_plugin("vp-titles", {"titles": TITLES_PLUGIN})
 
 
 async def test_a_plugin_s_indexer_builds_and_searches_a_corpus(tmp_path: Path) -> None:
