@@ -1,11 +1,14 @@
 """Fixtures shared by every test directory: a private Ray cluster on 127.0.0.1, HTTP servers on
-127.0.0.1 for a handler class (fault and judge tests talk to real endpoints), and the ``python -m
-verl_parl.main`` runs that end-to-end and fault tests share (one run, many checks; ``tests/e2e/main_runs.py``).
+127.0.0.1 for a handler class (fault and judge tests talk to real endpoints), plugin distributions installed for one
+test, and the ``python -m verl_parl.main`` runs that end-to-end and fault tests share (one run, many checks;
+``tests/e2e/main_runs.py``).
 """
 
 from __future__ import annotations
 
+import importlib
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -93,6 +96,32 @@ def http_server() -> Iterator[Callable[[type[BaseHTTPRequestHandler]], Threading
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def install_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str, dict[str, str]], dict[str, str]]]:
+    """``install_plugin(dist, {entry_point: module_source})`` installs a throwaway plugin distribution for this test
+    (``verl_parl.testing.write_plugin_distribution`` on ``sys.path``) and makes this process's plugin manager and
+    registries load it; returns entry point -> module name. When the test ends they forget it and its modules go."""
+    from verl_parl.host.manager import reset_plugin_manager
+    from verl_parl.testing import write_plugin_distribution
+
+    site, prefix = tmp_path / "installed_plugins", "vp_test_installed_"
+    site.mkdir()
+
+    def install(dist: str, entry_points: dict[str, str]) -> dict[str, str]:
+        modules = write_plugin_distribution(site, dist, entry_points, module_prefix=prefix)
+        monkeypatch.syspath_prepend(str(site))  # also invalidates the import caches: the new files are found
+        importlib.invalidate_caches()
+        reset_plugin_manager()
+        return modules
+
+    yield install
+    reset_plugin_manager()
+    for name in [name for name in sys.modules if name.startswith(prefix)]:
+        del sys.modules[name]
 
 
 # ---- the shared PARL-reward run (main_runs.PARL_REWARD_RUN): 4 steps straight, and the same command interrupted

@@ -15,7 +15,15 @@ import pluggy
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from verl_parl.registry import ContextPolicySpec, Register, RewardSpec, ScorerSpec, TaskSpec, ToolSpec
+    from verl_parl.registry import (
+        ContextPolicySpec,
+        Register,
+        RewardSpec,
+        ScheduleSpec,
+        ScorerSpec,
+        TaskSpec,
+        ToolSpec,
+    )
 
 hookspec = pluggy.HookspecMarker("verl_parl")
 
@@ -94,13 +102,28 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
 
     Receives ``register``, bound to the calling plugin: call ``register(TaskSpec(name=...,
     factory=write_data, scorer=..., tools=(...), demos={role: "module:function"}, ...))`` once per
-    task. ``parl.embedded.task`` selects a task by name; everything that depends on the task (the
-    dataset and tool-config assets, the cold-start model, ``parl.embedded`` validation, the task's
-    config defaults) reads it from this registry.
+    task. ``embedded=<name>`` selects a task with its settings (its YAML); everything that depends on the
+    task (the dataset and tool-config assets, the cold-start model, ``parl.embedded`` validation, the system
+    prompt of its rows in each mode) reads it from this registry.
 
     Returns nothing (a return value is ignored).
 
     Calling rule: called once per implementing plugin, in registration order; a duplicate task name
+    raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
+@hookspec
+def verl_parl_register_schedules(register: Register[ScheduleSpec]) -> None:
+    """Register kinds of λ schedule (constant, linear, cosine, ...), what ``parl.reward.lambda_*.kind`` names.
+
+    Receives ``register``, bound to the calling plugin: call ``register(ScheduleSpec(name=...,
+    factory=value, check=..., description=...))`` once per kind; ``value(schedule, step) -> float`` is the
+    coefficient at the global step, a pure function (a resumed run gets the same λ).
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per implementing plugin, in registration order; a duplicate schedule name
     raises ``DuplicateNameError`` naming both plugins.
     """
 

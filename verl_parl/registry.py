@@ -1,6 +1,6 @@
 """Typed registries that plugins fill through the ``verl_parl_register_*`` hooks.
 
-One :class:`Registry` per kind of component (tools, scorers, context policies, tasks), grouped in
+One :class:`Registry` per kind of component (tools, rewards, scorers, context policies, tasks, λ schedules), grouped in
 :class:`Registries`. A registry maps a name to a frozen ``*Spec`` record and is strict both ways:
 
 * registering a name twice raises :class:`DuplicateNameError`, naming both plugins, so one plugin
@@ -30,6 +30,7 @@ __all__ = [
     "Registries",
     "Registry",
     "RewardSpec",
+    "ScheduleSpec",
     "ScorerSpec",
     "Spec",
     "TaskSpec",
@@ -92,7 +93,15 @@ class Spec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ToolSpec(Spec):
-    """A tool the agents can call; ``factory`` builds the tool instance."""
+    """A tool the agents can call; ``factory`` builds the tool instance.
+
+    Attributes:
+        indexer: for a tool that searches a corpus, ``"module:attribute"`` of the object that builds and opens its
+            index, a :class:`verl_parl.tools.index.CorpusIndexer` (loaded on first use): how a task indexes its
+            corpus for the tool without importing the tool's plugin. None: the tool has no index to build.
+    """
+
+    indexer: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -108,6 +117,24 @@ class ScorerSpec(Spec):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ContextPolicySpec(Spec):
     """A context-management policy; ``factory`` builds the policy object."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScheduleSpec(Spec):
+    """A kind of λ schedule, what ``parl.reward.lambda_*.kind`` names.
+
+    ``factory(schedule, step) -> float`` is the coefficient at the global step ``step``, a pure function of its
+    arguments (a resumed run gets the λ the uninterrupted one had); ``schedule`` is the coefficient's settings,
+    a ``verl_parl.rewards.schedules.ScheduleConfig`` (``start``, ``end``, ``start_step``, ``num_steps``,
+    ``rate``, ``boundaries``, ``values``, and ``key``, its place in the config).
+
+    Attributes:
+        check: ``(schedule) -> list[str]``, problems with the settings this kind reads, each message naming its
+            field first (``"rate: must be in (0, 1), got 1.5"``; the caller puts the schedule's key in front).
+            None: every value of the common checks will do.
+    """
+
+    check: Callable[[Any], list[str]] | None = None
 
 
 AGENT_LOOPS: tuple[str, ...] = ("tool_agent", "parl_swarm", "researcher")
@@ -140,6 +167,10 @@ class TaskSpec(Spec):
         check_options: ``(settings) -> list[str]``, problems with ``parl.embedded.options`` (each
             message names its key after ``parl.embedded.options.``); None: the task takes no options.
         requires: importable module -> the command that installs it; a missing one is a config error.
+        data_sources: the ``data_source`` values of the task's rows: how a row is traced back to its task
+            (an evaluation of a dataset in another mode takes the task's system prompt for that mode).
+        system_prompts: agent loop -> the system prompt the task's rows start with in that mode, or a
+            ``"module:attribute"`` naming such a mapping (loaded on first use); see :meth:`system_prompt`.
     """
 
     scorer: str
@@ -151,6 +182,14 @@ class TaskSpec(Spec):
     config_dir: str | None = None
     check_options: Callable[[dict[str, Any]], list[str]] | None = None
     requires: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    data_sources: tuple[str, ...] = ()
+    system_prompts: Mapping[str, str] | str = dataclasses.field(default_factory=dict)
+
+    def system_prompt(self, agent_loop: str) -> str | None:
+        """The system prompt of the task's rows for ``agent_loop`` (None: the task has none for that loop)."""
+        prompts = load_target(self.system_prompts) if isinstance(self.system_prompts, str) else self.system_prompts
+        prompt = prompts.get(agent_loop)
+        return None if prompt is None else str(prompt)
 
     def missing_requirements(self) -> list[str]:
         """One message per required module that cannot be imported, naming it and its install command."""
@@ -271,6 +310,7 @@ class Registries:
         default_factory=lambda: Registry(ContextPolicySpec, "context policy")
     )
     tasks: Registry[TaskSpec] = dataclasses.field(default_factory=lambda: Registry(TaskSpec, "task"))
+    schedules: Registry[ScheduleSpec] = dataclasses.field(default_factory=lambda: Registry(ScheduleSpec, "schedule"))
 
     def items(self) -> list[tuple[str, Registry[Any]]]:
         """``(field name, registry)`` pairs in declaration order, e.g. ``("tools", ...)``."""

@@ -305,3 +305,104 @@ def test_the_single_agent_follows_the_budget_rule_of_every_loop(trainer_config: 
     assert extra["parl_iterations_exceeded"] == 0.0  # the budget ended it, not max_turns
     last_prompt = server.tokenizer.decode(server.requests[-1][0])
     assert BUDGET_MESSAGE in last_prompt and last_prompt.count("<tool_response>") == 2  # the third call never ran
+
+
+# A context policy that needs more than a summariser: it reads the trigger and counts the tokens of the histories
+# it considers (``RewriteContext.threshold`` and ``.count``, which the context driver fills), and drops the oldest
+# rounds until the history is within ``share`` of the trigger. It lives in this test alone: registered by a plugin,
+# it runs through the researcher, the swarm's orchestrator and its subagents, whose loops know nothing of it.
+KEEP_WITHIN_PLUGIN = """
+from verl_parl.context.policies import PolicyBase, join_history, split_history
+from verl_parl.plugin import hookimpl
+from verl_parl.registry import ContextPolicySpec
+
+SEEN = []
+
+
+class KeepWithin(PolicyBase):
+    name = "keep_within"
+
+    def __init__(self, share=0.5):
+        self.share = share
+
+    async def rewrite(self, messages, ctx):
+        task, rounds = split_history(messages)
+        kept = list(rounds)
+        while len(kept) > 1 and ctx.count(join_history(task, kept)) > self.share * ctx.threshold:
+            kept = kept[1:]
+        SEEN.append({"tokens": ctx.tokens, "threshold": ctx.threshold, "window": ctx.window, "rounds": len(rounds),
+                     "kept": len(kept), "counted": ctx.count(messages)})
+        return join_history(task, kept) if len(kept) < len(rounds) else None
+
+
+@hookimpl
+def verl_parl_register_context_policies(register):
+    register(ContextPolicySpec(name="keep_within", factory=KeepWithin, description="the rounds within a share"))
+"""
+
+
+def test_a_new_policy_runs_in_every_loop_through_the_context_driver(
+    trainer_config: DictConfig, model_path: Path, install_plugin: Any
+) -> None:
+    import sys
+
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+    from verl_parl.swarm.orchestrator import ParlSwarmAgentLoop
+
+    modules = install_plugin("vp-keep-within", {"keep_within": KEEP_WITHIN_PLUGIN})
+    # the researcher: after each round the history is past the trigger (1 token): only the latest round stays
+    script = [call("calculator", expression=f"{i} * 7") for i in range(1, 4)] + ["The answer is 21."]
+    outputs, server = run(
+        ResearcherAgentLoop, configured(trainer_config, policy="keep_within", trigger_tokens=1), model_path, script
+    )
+    seen = sys.modules[modules["keep_within"]].SEEN
+    assert_segments_exact(outputs, server)
+    assert len(outputs) == 3 and outputs[-1].extra_fields["parl_context_resets"] == 2
+    last_prompt = server.tokenizer.decode(outputs[-1].prompt_ids)
+    assert "3 * 7" in last_prompt and "2 * 7" not in last_prompt and "1 * 7" not in last_prompt
+    window = 4096 + 4096  # the trained agent's: prompt_length + response_length
+    assert [(s["threshold"], s["window"], s["rounds"], s["kept"]) for s in seen] == [(1, window, 1, 1)] + [
+        (1, window, 2, 1)
+    ] * 2
+    # what the policy was told the history holds is what the server got next (the first time, it kept it all)
+    assert seen[0]["tokens"] == len(server.requests[1][0])
+    assert all(s["counted"] == s["tokens"] for s in seen)  # its count of a history is the server's
+
+    # the swarm's orchestrator, the agent role
+    seen.clear()
+    script = [
+        call("create_subagent", name="calc", system_prompt="You compute."),
+        call("assign_task", agent="calc", prompt="2 + 3"),
+        "sub: 5",
+        "It is 5.",
+    ]
+    cfg = configured(trainer_config, policy="keep_within", trigger_tokens=1)
+    with open_dict(cfg):
+        cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
+    outputs, server = run(ParlSwarmAgentLoop, cfg, model_path, script)
+    assert outputs[-1].extra_fields["parl_context_resets"] == 1 and len(outputs) == 2
+    assert [(s["window"], s["rounds"], s["kept"]) for s in seen] == [(window, 1, 1), (window, 2, 1)]
+
+    # a subagent of the swarm, the subagent role (its window: parl.subagent.max_model_len)
+    seen.clear()
+    script = [
+        call("create_subagent", name="calc", system_prompt="You compute."),
+        call("assign_task", agent="calc", prompt="add two and three"),
+        call("calculator", expression="2 + 3"),
+        call("calculator", expression="5 * 1"),
+        "sub: 5",
+        "It is 5.",
+    ]
+    cfg = configured(trainer_config, policy="none", trigger_tokens=1)
+    with open_dict(cfg):
+        cfg.parl.subagent = OmegaConf.create({"mode": "shared", "max_model_len": 3000})
+        cfg.parl.context.subagent = {"policy": "keep_within", "options": {"share": 0.5}, "trigger_tokens": 1}
+    outputs, server = run(ParlSwarmAgentLoop, cfg, model_path, script)
+    assert outputs[0].extra_fields["parl_context_subagent_resets"] == 1
+    assert [(s["threshold"], s["window"], s["rounds"], s["kept"]) for s in seen] == [
+        (1, 3000, 1, 1),
+        (1, 3000, 2, 1),
+    ]
+    final_subagent_prompt = server.tokenizer.decode(server.requests[4][0])
+    assert "add two and three" in final_subagent_prompt and "5 * 1" in final_subagent_prompt
+    assert "2 + 3" not in final_subagent_prompt

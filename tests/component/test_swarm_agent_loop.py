@@ -65,7 +65,7 @@ def swarm_config(
 ) -> DictConfig:
     cfg = cfg.copy()
     with open_dict(cfg):
-        if "critical_steps_budget" in swarm:  # every loop's budget: parl's own key
+        if "critical_steps_budget" in swarm:  # every loop's budget: parl.critical_steps_budget
             cfg.parl.critical_steps_budget = swarm.pop("critical_steps_budget")
         cfg.parl.swarm = OmegaConf.create(swarm)
         cfg.parl.traces = OmegaConf.create(traces or {"train_fraction": 0.0})
@@ -103,7 +103,7 @@ def test_only_orchestrator_tokens_are_trainable(trainer_config: DictConfig, mode
     assert (extra["parl_num_created"], extra["parl_num_assigned"], extra["parl_num_finished"]) == (1, 2, 0)
     assert extra["parl_critical_steps"] == (1 + 1) + 1  # the two one-step subagents overlapped
     assert extra["parl_total_steps"] == (1 + 2) + 1
-    assert extra["parl_budget_exhausted"] is False
+    assert extra["parl_budget_exhausted"] == 0.0
     assert extra["parl_answered"] is True  # the second turn called no tool
     trace = json.loads((Path(trainer_config.parl.output_dir) / "traces" / "swarm.jsonl").read_text().splitlines()[-1])
     assert [t["turn"] for t in trace["orchestrator"]] == [1, 2]
@@ -115,7 +115,7 @@ def test_only_orchestrator_tokens_are_trainable(trainer_config: DictConfig, mode
 
 def test_budget_forces_a_final_answer_turn(trainer_config: DictConfig, model_path: Path) -> None:
     output, policy = run_episode(swarm_config(trainer_config, critical_steps_budget=1), model_path)
-    assert output.extra_fields["parl_budget_exhausted"] is True
+    assert output.extra_fields["parl_budget_exhausted"] == 1.0
     observed = policy.tokenizer.decode(
         [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m == 0]
     )

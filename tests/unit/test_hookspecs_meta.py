@@ -35,6 +35,7 @@ def test_the_hook_set_is_the_documented_one() -> None:
     assert sorted(HOOKSPECS) == [
         "verl_parl_register_context_policies",
         "verl_parl_register_rewards",
+        "verl_parl_register_schedules",
         "verl_parl_register_scorers",
         "verl_parl_register_tasks",
         "verl_parl_register_tools",

@@ -31,10 +31,10 @@ def world() -> source.World:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real command, run once: ``python -m verl_parl.tasks.research generate ... [--index]``."""
+    """The real command, run once: ``python -m verl_parl.research generate ... [--index]``."""
     out = tmp_path_factory.mktemp("suite")
     index = ["--index"] if importlib.util.find_spec("verl_parl_search") else []
-    command = [sys.executable, "-m", "verl_parl.tasks.research", "generate", "--out", str(out), *_flags(SMALL), *index]
+    command = [sys.executable, "-m", "verl_parl.research", "generate", "--out", str(out), *_flags(SMALL), *index]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["reused"] is False and "pages" in result.stderr  # progress bars on stderr

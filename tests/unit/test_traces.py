@@ -282,7 +282,8 @@ def test_episodes_cut_short_count_only_stages_the_orchestrator_generated(
     with open_dict(cfg):
         cfg.parl.output_dir = str(tmp_path)
         swarm = dict(limits)
-        cfg.parl.critical_steps_budget = swarm.pop("critical_steps_budget", None)  # every loop's budget
+        if "critical_steps_budget" in swarm:  # every loop's budget: parl.critical_steps_budget
+            cfg.parl.critical_steps_budget = swarm.pop("critical_steps_budget")
         cfg.parl.swarm = OmegaConf.create({"subagent_tools": ["calculator"], **swarm})
         cfg.parl.subagent = OmegaConf.create({"mode": "shared"})
         cfg.parl.traces = OmegaConf.create({"train_fraction": 1.0})

@@ -15,11 +15,14 @@ the last segment, which holds the final answer. Every segment carries ``segment_
 ``segment_first_turn`` (the episode-wide index of its first turn) and ``episode_turns``, which is
 what per-turn rewards (Kimi-Researcher's gamma decay) need to find each turn's place.
 
-When a segment should end: once the next prompt reaches the policy's threshold, when the policy asks
-(a model-driven policy after the agent chose what to drop), or when less than a quarter of the
-segment's response budget (``data.max_response_length``) remains. Every generation is capped to the
-segment's remaining budget, so no segment's generated tokens are ever truncated (a tool result that
-overflows the budget, which then ends the episode, is cut at ``data.max_response_length``).
+The context itself (the policy, its tools, the token counts and the rewrites) is the episode's
+:class:`~verl_parl.context.driver.ContextDriver`; this loop reports every change of the context's size to it
+and opens a new segment whenever it rewrites the history. When a segment should end: once the next prompt
+reaches the policy's threshold, when the policy asks (a model-driven policy after the agent chose what to
+drop), or when less than a quarter of the segment's response budget (``data.max_response_length``) remains.
+Every generation is capped to the segment's remaining budget, so no segment's generated tokens are ever
+truncated (a tool result that overflows the budget, which then ends the episode, is cut at
+``data.max_response_length``).
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
+from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.loops import LoopStop, loop_end
 from verl_parl.chat.repetition import looped
 from verl_parl.chat.settings import loop_stop_settings
-from verl_parl.context.policies import ContextPolicy, Message, RewriteContext
+from verl_parl.context.driver import ContextDriver
+from verl_parl.context.policies import Message
 from verl_parl.context.settings import ContextSettings
 from verl_parl.cpu.names import ROLLOUT_NAME
 from verl_parl.partial_rollout.episode import PauseGate
@@ -106,7 +111,7 @@ class Episode:
     """Token state of one episode of a segmented agent loop."""
 
     messages: list[Message]
-    policy: ContextPolicy
+    context: ContextDriver  # the policy, the token counts, the rewrites
     request_id: str = field(default_factory=lambda: uuid4().hex)
     segment: Segment | None = None
     finished: list[Segment] = field(default_factory=list)
@@ -114,11 +119,6 @@ class Episode:
     turns: int = 0
     turn_log: list[dict[str, Any]] = field(default_factory=list)
     turn_versions: list[dict[str, int]] = field(default_factory=list)  # per turn: its min/max_global_steps
-    resets: int = 0
-    max_context: int = 0
-    unmanaged_tokens: int = 0  # what the context would hold had nothing been rewritten
-    beyond_window: int = 0  # turns taken while the unmanaged context exceeded the window
-    context_exceeded: bool = False
     looped_turns: int = 0  # the policy's turns whose text loops (verl_parl.chat.repetition.looped)
     loop_stops: int = 0  # the policy's turns ended where their tokens looped (parl.loop_stop)
     loop_ended: bool = False  # a loop ended the episode (parl.loop_stop.ends=episode): no further turn
@@ -137,12 +137,13 @@ class Episode:
 
     def context_fields(self) -> dict[str, float]:
         segments = len(self.finished) + (1 if self.segment is not None and self.segment.response_ids else 0)
+        counts = self.context.fields()
         return {
-            "parl_context_resets": float(self.resets),
+            "parl_context_resets": counts["parl_context_resets"],
             "parl_context_segments": float(segments),
-            "parl_context_max_tokens": float(self.max_context),
-            "parl_context_beyond_window": float(self.beyond_window),
-            "parl_context_exceeded": float(self.context_exceeded),
+            "parl_context_max_tokens": counts["parl_context_max_tokens"],
+            "parl_context_beyond_window": counts["parl_context_beyond_window"],
+            "parl_context_exceeded": counts["parl_context_exceeded"],
             "parl_policy_looped": float(self.looped_turns > 0),
             "parl_loop_stops": float(self.loop_stops),
         }
@@ -151,8 +152,8 @@ class Episode:
 class SegmentedAgentLoop(AgentLoopBase):
     """An agent loop base that keeps token state in segments; see the module docstring.
 
-    Subclasses call :meth:`_begin`, then per turn :meth:`_generate`, :meth:`_append` and
-    :meth:`_manage`, and finally return :meth:`_outputs`.
+    Subclasses make an :class:`Episode` with :meth:`_context_driver`, call :meth:`_begin`, then per turn
+    :meth:`_generate`, :meth:`_append` and :meth:`_manage`, and finally return :meth:`_outputs`.
     """
 
     context: ContextSettings
@@ -161,22 +162,31 @@ class SegmentedAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         self.loop_stop: LoopStop | None = loop_stop_settings(self.config)
 
-    def _window(self) -> int:
-        return self.context.window(self.rollout_config.prompt_length + self.rollout_config.response_length)
+    def _context_driver(self, sampling_params: dict[str, Any], frozen: GenerateBackend | None = None) -> ContextDriver:
+        """An episode's context driver for ``parl.context.agent``; summaries on ``frozen`` (the frozen group) or on
+        the policy server (``summarizer: policy``, or no frozen group)."""
+        from verl_parl.chat.backend import SharedBackend
+
+        return ContextDriver(
+            self.context,
+            self.rollout_config.prompt_length + self.rollout_config.response_length,
+            tokenizer=self.tokenizer,
+            sampling_params=sampling_params,
+            frozen=frozen,
+            policy_server=lambda: SharedBackend(self.server_manager),
+        )
 
     async def _begin(self, state: Episode, tools: list[dict[str, Any]]) -> None:
         ids = await self.ct_build_initial_tokens(state.messages, tools=tools or None)
         state.segment = Segment(ids=list(ids), prompt_len=len(ids))
-        state.max_context = max(state.max_context, len(ids))
-        if not state.unmanaged_tokens:
-            state.unmanaged_tokens = len(ids)
+        state.context.start(len(ids))
 
     def _room(self, state: Episode) -> int:
         """Tokens the current segment may still generate or receive."""
         segment = state.current
         return min(
             self.rollout_config.response_length - len(segment.response_mask),
-            self._window() - len(segment.ids),
+            state.context.window - len(segment.ids),
         )
 
     async def _generate(self, state: Episode, sampling_params: dict[str, Any]) -> tuple[list[int], str]:
@@ -190,8 +200,7 @@ class SegmentedAgentLoop(AgentLoopBase):
         params = {**sampling_params, "max_tokens": max(1, room)}
         if self.loop_stop is not None and self.rollout_config.name == ROLLOUT_NAME:
             params["stop_loops"] = self.loop_stop.as_params()  # the CPU engine stops there itself
-        if state.unmanaged_tokens > self._window():
-            state.beyond_window += 1
+        state.context.generating()
         output = await self.server_manager.generate(
             request_id=state.request_id, prompt_ids=list(segment.ids), sampling_params=params
         )
@@ -250,30 +259,23 @@ class SegmentedAgentLoop(AgentLoopBase):
             segment.response_logprobs = list(logprobs or [])
 
     def _grow(self, state: Episode, segment: Segment, ids: list[int]) -> None:
-        state.unmanaged_tokens += len(ids) - len(segment.ids)
+        state.context.grow(len(segment.ids), len(ids))
         segment.ids = ids
-        state.max_context = max(state.max_context, len(ids))
 
-    def _should_manage(self, state: Episode) -> bool:
+    async def _manage(self, state: Episode, tools: list[dict[str, Any]]) -> bool:
+        """Let the context driver rewrite the history when its policy is due, or when less than a quarter of the
+        segment's response budget is left, and open a new segment then; False when the episode cannot go on
+        (context full)."""
         segment = state.current
         reserve = max(1, self.rollout_config.response_length // 4)
-        return (
-            state.policy.pending
-            or len(segment.ids) >= self.context.threshold(self._window())
-            or self.rollout_config.response_length - len(segment.response_mask) < reserve
-        )
-
-    async def _manage(self, state: Episode, tools: list[dict[str, Any]], ctx: RewriteContext) -> bool:
-        """Apply the policy when it is due; False when the episode cannot go on (context full)."""
-        if self.context.managed and self._should_manage(state):
-            rewritten = await state.policy.rewrite(list(state.messages), ctx)
-            if rewritten is not None:
-                state.finished.append(state.current)
-                state.messages = rewritten
-                state.resets += 1
-                await self._begin(state, tools)
-        if self._room(state) <= 0 or len(state.current.ids) >= self._window():
-            state.context_exceeded = True
+        spent = self.rollout_config.response_length - len(segment.response_mask) < reserve
+        rewritten = await state.context.manage(state.messages, len(segment.ids), also=spent)
+        if rewritten is not None:
+            state.finished.append(state.current)
+            state.messages = rewritten
+            await self._begin(state, tools)
+        if self._room(state) <= 0 or len(state.current.ids) >= state.context.window:
+            state.context.exceeded = True
             return False
         return True
 

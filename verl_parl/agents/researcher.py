@@ -32,9 +32,7 @@ from verl_parl.agents.settings import researcher_settings
 from verl_parl.chat.budget import BUDGET_MESSAGE, budget_fields, budget_spent
 from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.chat.messages import assistant_message, tool_messages
-from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
-from verl_parl.context.summarizer import make_summarizer
 from verl_parl.settings.run import run_folder
 from verl_parl.tools.runtime import CallResult, ToolBox
 from verl_parl.tools.settings import runtimes, tool_settings
@@ -55,23 +53,13 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
         self.traces = trace_settings(self.config)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
-        from verl_parl.chat.backend import SharedBackend
-
-        state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
-        ctx = RewriteContext(
-            summarize=make_summarizer(
-                lambda: SharedBackend(self.server_manager),
-                self.tokenizer,
-                self.context.summary_max_tokens,
-                sampling_params,
-            )
-        )
+        state = Episode(messages=list(kwargs["raw_prompt"]), context=self._context_driver(sampling_params))
         report = _FormatReport()
         await self._open_gate(state, kwargs)
         answered = False
         try:
             async with ToolBox(self.runtimes) as tools:  # open while the episode is paused (its tool sessions)
-                schemas = [*tools.schemas, *state.policy.tool_schemas]
+                schemas = state.context.tools(tools.schemas)
                 await self._begin(state, schemas)
                 while state.turns < self.settings.max_turns and self._room(state) > 0:
                     final = budget_spent(state.turns, self.settings.critical_steps_budget)
@@ -86,13 +74,13 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                         break
                     observations = await self._act(state, tools, calls, report)
                     await self._append(state, tool_messages(observations), schemas)
-                    if state.turns >= self.settings.max_turns or not await self._manage(state, schemas, ctx):
+                    if state.turns >= self.settings.max_turns or not await self._manage(state, schemas):
                         break
                     if not await self._turn_boundary(state):  # dropped while paused (parl.partial_rollout)
                         break
         finally:
             await self._close_gate(state)
-        report.iterations_exceeded = not answered and not state.context_exceeded and not report.budget_exhausted
+        report.iterations_exceeded = not answered and not state.context.exceeded and not report.budget_exhausted
         fields = {
             **report.fields(state.turns),
             **budget_fields(self.settings.critical_steps_budget, report.budget_exhausted),
@@ -125,18 +113,19 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
     async def _act(
         self, state: Episode, tools: ToolBox, calls: list[ToolCall | CallError], report: _FormatReport
     ) -> list[str]:
-        own = {schema["function"]["name"] for schema in state.policy.tool_schemas}
 
         async def one(call: ToolCall | CallError) -> str:
             if isinstance(call, CallError):
                 report.invalid_tool_calls += 1
                 return call.message
-            if call.name in own:
-                return state.policy.handle_call(call.name, call.arguments)
-            result: CallResult = await tools.call(call.name, call.arguments)
-            if result.metrics.status == "invalid":
-                report.invalid_tool_calls += 1
-            return state.policy.label(result.text)
+
+            async def run() -> str:
+                result: CallResult = await tools.call(call.name, call.arguments)
+                if result.metrics.status == "invalid":
+                    report.invalid_tool_calls += 1
+                return result.text
+
+            return await state.context.observe(call, run)
 
         async def timed(call: ToolCall | CallError) -> str:
             started = state.clock()

@@ -104,7 +104,8 @@ def load_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
 
 
 def prompt_for(row: dict[str, Any], mode: str) -> list[dict[str, Any]]:
-    """The row's chat prompt, with the built-in task's system prompt for ``mode`` when there is one."""
+    """The row's chat prompt, with its task's system prompt for ``mode`` when the task has one
+    (``TaskSpec.system_prompts``)."""
     from verl_parl.tasks import system_prompt_for
 
     messages = [dict(m) for m in row["prompt"]]

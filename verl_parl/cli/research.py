@@ -1,4 +1,4 @@
-"""Command line: ``python -m verl_parl.tasks.research {generate,filter}``.
+"""Command line: ``python -m verl_parl.research {generate,filter}``.
 
 * ``generate --out DIR [--seed S] [--n-train N] [--n-val N] [--n-test N] [--wide-min K] [--wide-max K]
   [--wide-fraction F] [--cities-per-country C] [--entity-fractions A,B,C] [--region-size R] [--agent-loop NAME]
@@ -36,7 +36,7 @@ def _fractions(text: str) -> tuple[float, float, float]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m verl_parl.tasks.research", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_parl.research", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     gen = commands.add_parser("generate", help="write corpus, index, parquet splits and manifest")
     gen.add_argument("--out", type=Path, required=True, help="output directory")

@@ -57,14 +57,23 @@ def join_history(task: list[Message], rounds: list[list[Message]]) -> list[Messa
 
 @dataclass
 class RewriteContext:
-    """What a policy may use while rewriting.
+    """What a policy may use while rewriting (the loops' :class:`~verl_parl.context.driver.ContextDriver` fills it).
 
     Attributes:
         summarize: async text → summary, from the configured summariser server (None when the loop
             has none; then ``summarize`` falls back to ``keep_recent``).
+        tokens: the history's tokens as the server last saw them (0: unknown).
+        threshold: the tokens at which the policy triggers (0: unknown).
+        window: the agent's context window in tokens (0: unknown).
+        count: tokens of a history as the agent's prompt would hold it (the chat template with the agent's tools;
+            None: unknown).
     """
 
     summarize: Callable[[str], Awaitable[str]] | None = None
+    tokens: int = 0
+    threshold: int = 0
+    window: int = 0
+    count: Callable[[list[Message]], int] | None = None
 
 
 class ContextPolicy(Protocol):

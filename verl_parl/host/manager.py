@@ -77,6 +77,7 @@ _REGISTER_HOOKS: dict[str, str] = {
     "verl_parl_register_scorers": "scorers",
     "verl_parl_register_context_policies": "context_policies",
     "verl_parl_register_tasks": "tasks",
+    "verl_parl_register_schedules": "schedules",
 }
 """Registration hook → the :class:`Registries` field it fills."""
 

@@ -1,5 +1,5 @@
 """Built-in plugin of the rewards: the text, table and WideSearch scorers, the reward forms (PARL's paper and blog
-forms, Kimi-Researcher's), and the check of the judge's settings.
+forms, Kimi-Researcher's), the kinds of λ schedule, and the check of the judge's settings.
 
 ``parl.reward`` itself is parsed with the ``parl`` section, as part of ``ParlConfig``
 (:func:`verl_parl.cli.config.parse_parl`).
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from verl_parl.plugin import hookimpl
-from verl_parl.registry import Register, RewardSpec, ScorerSpec
-from verl_parl.rewards import forms, scorers, text_match
+from verl_parl.registry import Register, RewardSpec, ScheduleSpec, ScorerSpec
+from verl_parl.rewards import forms, schedules, scorers, text_match
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -79,6 +79,18 @@ def verl_parl_register_rewards(register: Register[RewardSpec]) -> None:
             description="Kimi-Researcher: correctness for format-clean trajectories, else -format_penalty",
         )
     )
+
+
+@hookimpl
+def verl_parl_register_schedules(register: Register[ScheduleSpec]) -> None:
+    for name, value, check, description in [
+        ("constant", schedules.constant_value, None, "start at every step"),
+        ("linear", schedules.linear_value, None, "start -> end in a straight line over num_steps"),
+        ("cosine", schedules.cosine_value, None, "start -> end on half a cosine: flat at both ends"),
+        ("exponential", schedules.exponential_value, schedules.exponential_errors, "distance to end times rate a step"),
+        ("piecewise", schedules.piecewise_value, schedules.piecewise_errors, "values[k] from boundaries[k-1] on"),
+    ]:
+        register(ScheduleSpec(name=name, factory=value, check=check, description=description))
 
 
 @hookimpl

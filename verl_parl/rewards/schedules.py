@@ -6,6 +6,10 @@ steps at or after ``start_step + num_steps`` give ``end``.
 
 The PARL paper anneals λ1, λ2 "to zero" without publishing the schedule; the blog quotes λ_aux
 annealed from 0.1 to 0.0. Our default is a linear anneal 0.1 → 0 (see ``docs/rewards.md``).
+
+A schedule's ``kind`` names a registered :class:`~verl_parl.registry.ScheduleSpec`
+(``verl_parl_register_schedules``): the built-in kinds below are registered by the rewards plugin, a
+plugin adds its own the same way.
 """
 
 from __future__ import annotations
@@ -13,13 +17,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from verl_parl.registry import ScheduleSpec, UnknownNameError
 from verl_parl.settings.defaults import IN_YAML, yaml_defaults
-
-SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
 
 
 class ScheduleError(ValueError):
-    """A schedule's settings are invalid; the message names the key."""
+    """A schedule's settings are invalid; ``errors`` lists each problem, key first."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(errors))
 
 
 def progress(step: int, start_step: int, num_steps: int) -> float:
@@ -81,40 +88,74 @@ class ScheduleConfig:
         object.__setattr__(self, "values", tuple(self.values))
         errors = schedule_errors(self)
         if errors:
-            raise ScheduleError("; ".join(errors))
+            raise ScheduleError(errors)
 
     def __call__(self, step: int) -> float:
         return schedule_value(self, step)
 
 
+def schedule_kind(kind: str) -> ScheduleSpec:
+    """The registered schedule ``kind`` (``UnknownNameError`` with a "did you mean" hint)."""
+    from verl_parl.host.manager import get_registries
+
+    return get_registries().schedules.get(kind)
+
+
 def schedule_errors(cfg: ScheduleConfig) -> list[str]:
     """Every problem with ``cfg``, each message starting with its key."""
     k, errors = cfg.key, []
-    if cfg.kind not in SCHEDULE_KINDS:
-        errors.append(f"{k}.kind: {cfg.kind!r} is not one of {SCHEDULE_KINDS}")
+    try:
+        spec: ScheduleSpec | None = schedule_kind(cfg.kind)
+    except UnknownNameError as exc:
+        spec = None
+        errors.append(f"{k}.kind: {exc}")
     if not isinstance(cfg.num_steps, int) or cfg.num_steps < 0:
         errors.append(f"{k}.num_steps: must be a non-negative int, got {cfg.num_steps!r}")
     if not isinstance(cfg.start_step, int) or cfg.start_step < 0:
         errors.append(f"{k}.start_step: must be a non-negative int, got {cfg.start_step!r}")
-    if cfg.kind == "exponential" and not 0.0 < cfg.rate < 1.0:
-        errors.append(f"{k}.rate: must be in (0, 1) for an exponential schedule, got {cfg.rate!r}")
-    if cfg.kind == "piecewise":
-        if len(cfg.values) != len(cfg.boundaries) + 1:
-            need = len(cfg.boundaries) + 1
-            errors.append(f"{k}.values: needs len(boundaries)+1={need} values, got {len(cfg.values)}")
-        if list(cfg.boundaries) != sorted(set(cfg.boundaries)):
-            errors.append(f"{k}.boundaries: must be strictly increasing, got {list(cfg.boundaries)}")
+    if spec is not None and spec.check is not None:
+        errors += [f"{k}.{message}" for message in spec.check(cfg)]
     return errors
 
 
 def schedule_value(cfg: ScheduleConfig, step: int) -> float:
     """The coefficient at global step ``step`` (a pure function: identical after a resume)."""
-    if cfg.kind == "constant":
-        return cfg.start
-    if cfg.kind == "linear":
-        return linear(step, cfg.start, cfg.end, cfg.start_step, cfg.num_steps)
-    if cfg.kind == "cosine":
-        return cosine(step, cfg.start, cfg.end, cfg.start_step, cfg.num_steps)
-    if cfg.kind == "exponential":
-        return exponential(step, cfg.start, cfg.end, cfg.start_step, cfg.num_steps, rate=cfg.rate)
+    return float(schedule_kind(cfg.kind).factory(cfg, step))
+
+
+# The built-in kinds: ``value(schedule, step)`` and ``check(schedule)`` of each (registered by
+# :mod:`verl_parl.rewards.plugin`).
+
+
+def constant_value(cfg: ScheduleConfig, step: int) -> float:
+    """``start`` at every step."""
+    return cfg.start
+
+
+def linear_value(cfg: ScheduleConfig, step: int) -> float:
+    return linear(step, cfg.start, cfg.end, cfg.start_step, cfg.num_steps)
+
+
+def cosine_value(cfg: ScheduleConfig, step: int) -> float:
+    return cosine(step, cfg.start, cfg.end, cfg.start_step, cfg.num_steps)
+
+
+def exponential_value(cfg: ScheduleConfig, step: int) -> float:
+    return exponential(step, cfg.start, cfg.end, cfg.start_step, cfg.num_steps, rate=cfg.rate)
+
+
+def exponential_errors(cfg: ScheduleConfig) -> list[str]:
+    return [] if 0.0 < cfg.rate < 1.0 else [f"rate: must be in (0, 1) for an exponential schedule, got {cfg.rate!r}"]
+
+
+def piecewise_value(cfg: ScheduleConfig, step: int) -> float:
     return piecewise(step, cfg.boundaries, cfg.values)
+
+
+def piecewise_errors(cfg: ScheduleConfig) -> list[str]:
+    errors = []
+    if len(cfg.values) != len(cfg.boundaries) + 1:
+        errors.append(f"values: needs len(boundaries)+1={len(cfg.boundaries) + 1} values, got {len(cfg.values)}")
+    if list(cfg.boundaries) != sorted(set(cfg.boundaries)):
+        errors.append(f"boundaries: must be strictly increasing, got {list(cfg.boundaries)}")
+    return errors

@@ -224,7 +224,7 @@ def _schedule(raw: Any, key: str, errors: list[str]) -> ScheduleConfig:
     try:
         return ScheduleConfig(**{k: v for k, v in raw.items() if k in known}, key=key)
     except ScheduleError as exc:
-        errors.extend(str(exc).split("; "))
+        errors.extend(exc.errors)
     except TypeError as exc:
         errors.append(f"{key}: {exc}")
     return _default_lambda()

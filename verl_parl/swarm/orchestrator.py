@@ -23,9 +23,7 @@ from verl_parl.agents.base import Episode, SegmentedAgentLoop
 from verl_parl.chat.budget import BUDGET_MESSAGE, budget_fields
 from verl_parl.chat.calls import parse_tool_calls
 from verl_parl.chat.messages import assistant_message, tool_messages
-from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import context_settings
-from verl_parl.context.summarizer import make_summarizer
 from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
 from verl_parl.settings.run import run_folder
 from verl_parl.swarm.accounting import critical_path
@@ -60,11 +58,11 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         freeze_startup_heap()  # once per worker process, before its first episode (see swarm/heap.py)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
-        from verl_parl.chat.backend import SharedBackend
         from verl_parl.swarm.frozen import get_backend
 
         backend = self.subagent_backend or get_backend(self.settings.subagent, self.server_manager)
-        state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
+        context = self._context_driver(sampling_params, frozen=backend)
+        state = Episode(messages=list(kwargs["raw_prompt"]), context=context)
         episode = SwarmEpisode(
             backend=backend,
             tokenizer=self.tokenizer,
@@ -76,13 +74,9 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             context=SubagentContext(self.subagent_context, self.settings.subagent.max_model_len),
             origin=state.origin,
         )
-        summarizer = backend if self.context.summarizer == "frozen" else lambda: SharedBackend(self.server_manager)
-        ctx = RewriteContext(
-            summarize=make_summarizer(summarizer, self.tokenizer, self.context.summary_max_tokens, sampling_params)
-        )
         await self._open_gate(state, kwargs)
         try:
-            await self._run_episode(state, episode, ctx, sampling_params)
+            await self._run_episode(state, episode, sampling_params)
         finally:
             await episode.aclose()
             await self._close_gate(state)
@@ -97,10 +91,8 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             (outputs[-1] if isinstance(outputs, list) else outputs).extra_fields[TRACE_ID] = state.request_id
         return outputs
 
-    async def _run_episode(
-        self, state: Episode, episode: SwarmEpisode, ctx: RewriteContext, sampling_params: dict[str, Any]
-    ) -> None:
-        tools = [*episode.tool_schemas, *state.policy.tool_schemas]
+    async def _run_episode(self, state: Episode, episode: SwarmEpisode, sampling_params: dict[str, Any]) -> None:
+        tools = state.context.tools(episode.tool_schemas)
         await self._begin(state, tools)
         steps = self.settings.limits.max_orchestrator_steps
         for step in range(steps):
@@ -117,7 +109,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
                 break
             observations = await self._dispatch(state, episode, calls)
             await self._append(state, tool_messages(observations), tools)
-            if step == steps - 1 or not await self._manage(state, tools, ctx):
+            if step == steps - 1 or not await self._manage(state, tools):
                 break  # ended by max_orchestrator_steps or a full context: no answer turn, no stage for one
             if not await self._turn_boundary(state):
                 break  # dropped while paused (parl.partial_rollout): its group is never trained
@@ -145,14 +137,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
     async def _dispatch(self, state: Episode, episode: SwarmEpisode, calls: list[Any]) -> list[str]:
         """Observations in call order: context-policy tools run in the policy, the rest in the episode
         (whose results the policy may label)."""
-        own = {schema["function"]["name"] for schema in state.policy.tool_schemas}
-        mine = [i for i, c in enumerate(calls) if getattr(c, "name", None) in own]
-        rest = [c for i, c in enumerate(calls) if i not in mine]
-        observations = iter(await episode.run_turn(rest) if rest else [])
-        return [
-            state.policy.handle_call(c.name, c.arguments) if i in mine else state.policy.label(next(observations))
-            for i, c in enumerate(calls)
-        ]
+        return await state.context.observe_all(calls, episode.run_turn)
 
     def _maybe_trace(self, state: Episode, episode: SwarmEpisode, kwargs: dict[str, Any]) -> bool:
         run_dir = run_folder(self.config)

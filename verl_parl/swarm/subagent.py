@@ -16,9 +16,8 @@ from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
 from verl_parl.chat.messages import assistant_message
 from verl_parl.chat.prompts import PromptBuilder, decode, encode
-from verl_parl.context.policies import ContextPolicy, NoPolicy, RewriteContext
+from verl_parl.context.driver import ContextDriver
 from verl_parl.context.settings import ContextSettings
-from verl_parl.context.summarizer import make_summarizer
 from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.tools.base import Tool
 from verl_parl.tools.deadline import DeadlineGroup, within
@@ -101,10 +100,14 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
     sampling_params: dict[str, Any],
     context: SubagentContext | None,
 ) -> None:
-    policy = context.settings.build() if context is not None and context.managed else NoPolicy()
-    schemas = [*tools.schemas, *policy.tool_schemas]
-    own = {schema["function"]["name"] for schema in policy.tool_schemas}
-    prompt = PromptBuilder(tokenizer, messages, schemas)
+    driver = ContextDriver(
+        context.settings if context is not None else None,
+        context.window if context is not None else 0,
+        tokenizer=tokenizer,
+        sampling_params=sampling_params,
+        frozen=backend,
+    )
+    prompt = PromptBuilder(tokenizer, messages, driver.tools(tools.schemas))
     params = {**sampling_params, "max_tokens": limits.max_new_tokens}
     while result.steps < limits.max_steps:
         started = clock()
@@ -133,20 +136,14 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
             return
         result.tool_calls += len(calls)
         log = result.trace[-1]["tools"]
-        work = [_timed(log, clock, tools, policy, own, call) for call in calls]
+        work = [_timed(log, clock, tools, driver, call) for call in calls]
         # one call (the common case) runs in this task: gather would wrap it in a task of its own
         observations = [await work[0]] if len(work) == 1 else await asyncio.gather(*work)
         prompt.extend(generated, assistant_message(content, calls), list(observations))
-        if (
-            context is not None
-            and context.managed
-            and (policy.pending or len(prompt.ids) >= context.settings.threshold(context.window))
-        ):
-            summarize = make_summarizer(backend, tokenizer, context.settings.summary_max_tokens, sampling_params)
-            rewritten = await policy.rewrite(list(prompt.messages), RewriteContext(summarize=summarize))
-            if rewritten is not None:
-                prompt.reset(rewritten)
-                result.context_resets += 1
+        rewritten = await driver.manage(prompt.messages, len(prompt.ids))
+        if rewritten is not None:
+            prompt.reset(rewritten)
+            result.context_resets = driver.resets
     result.status = "step_budget"
     result.message = (
         f"subagent {result.name!r} stopped: step budget of {limits.max_steps} exhausted before a final answer"
@@ -156,23 +153,24 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
 TRACE_CHARS = 500  # texts kept per traced step, tool argument and observation
 
 
-async def _timed(  # noqa: PLR0917 - private helper of _loop
+async def _timed(
     log: list[dict[str, Any]],
     clock: Callable[[], float],
     tools: ToolBox,
-    policy: ContextPolicy,
-    own: set[str],
+    context: ContextDriver,
     call: ToolCall | CallError,
 ) -> str:
     """Run one parsed call (the context policy's own calls in the policy, the rest in ``tools``; a call
     that could not be parsed reads its error) and append its timed entry to ``log`` (in completion order)."""
     started = clock()
     if isinstance(call, CallError):
-        observation = policy.label(call.message)
-    elif call.name in own:
-        observation = policy.handle_call(call.name, call.arguments)
+        observation = context.label(call.message)
     else:
-        observation = policy.label((await tools.call(call.name, call.arguments)).text)
+
+        async def run() -> str:
+            return (await tools.call(call.name, call.arguments)).text
+
+        observation = await context.observe(call, run)
     entry: dict[str, Any] = {"start": started, "end": clock(), "observation": observation[:TRACE_CHARS]}
     if isinstance(call, ToolCall):
         entry.update(name=call.name, arguments={k: str(v)[:TRACE_CHARS] for k, v in call.arguments.items()})

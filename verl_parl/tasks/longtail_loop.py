@@ -23,7 +23,7 @@ class LongTailAgentLoop(SegmentedAgentLoop):
         info = kwargs.get("extra_info") or {}
         turns, latency = int(info.get("turns", OPTIONS["short_turns"])), float(info.get("latency_s", 0.0))
         params = {**sampling_params, "max_tokens": int(info.get("tokens_per_turn", OPTIONS["tokens_per_turn"]))}
-        state = Episode(messages=list(kwargs["raw_prompt"]), policy=self.context.build())
+        state = Episode(messages=list(kwargs["raw_prompt"]), context=self._context_driver(params))
         await self._open_gate(state, kwargs)
         try:
             await self._begin(state, [])

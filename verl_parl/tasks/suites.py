@@ -14,8 +14,13 @@ from typing import Any
 SET_BY_EMBEDDED = ("seed", "n_train", "n_val", "agent_loop")
 """Suite config fields that ``parl.embedded`` sets itself (not through ``parl.embedded.options``)."""
 
-SEARCH_PLUGIN = {"verl_parl_search": "pip install -e plugins/search (bash scripts/install.sh installs it)"}
-"""``TaskSpec.requires`` of a suite task: the search plugin indexes its corpus and searches it."""
+SEARCH_TOOL = "search"
+"""The registered tool a suite task's agents search its corpus with; its ``ToolSpec.indexer`` indexes the corpus
+(:mod:`verl_parl.tools.index`). The search plugin (``plugins/search``) registers it."""
+
+SEARCH_PLUGIN_INSTALL = "pip install -e plugins/search (bash scripts/install.sh installs it)"
+SEARCH_PLUGIN = {"verl_parl_search": SEARCH_PLUGIN_INSTALL}
+"""``TaskSpec.requires`` of a suite task: the search plugin registers the ``search`` tool and its indexer."""
 
 log = functools.partial(print, file=sys.stderr, flush=True)
 """The writer's progress lines: on stderr, so stdout stays the caller's (e.g. evaluate's table)."""

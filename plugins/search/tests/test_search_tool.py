@@ -130,6 +130,18 @@ async def test_registered_through_the_entry_point(monkeypatch: pytest.MonkeyPatc
     assert "[1] Coffee (docid: doc-coffee" in await tool.run({"queries": ["coffee"]})
 
 
+def test_the_registered_indexer_builds_and_opens_an_index(corpus_path: Path, tmp_path: Path) -> None:
+    """What verl-parl's suite tasks use instead of importing this plugin: ``ToolSpec.indexer``."""
+    from verl_parl.tools.index import corpus_indexer
+
+    indexer = corpus_indexer("search")
+    assert not indexer.is_built(tmp_path / "idx")
+    assert indexer.build(corpus_path, tmp_path / "idx") == 45  # 5 topics, 40 fillers
+    assert indexer.build(corpus_path, tmp_path / "idx", on_bytes=(read := []).append) == 45  # replaces it
+    assert indexer.is_built(tmp_path / "idx") and sum(read) == corpus_path.stat().st_size
+    assert [hit.docid for hit in indexer.open(tmp_path / "idx").search("Coffea plant beans", 1)] == ["doc-coffee"]
+
+
 async def test_verl_tool_config_instantiates_the_search_tool(tmp_path: Path, index_dir: Path) -> None:
     from verl.tools.tool_registry import initialize_tools_from_config
 

@@ -271,3 +271,21 @@ class DocStore:
         start, end = self._offsets[ordinal : ordinal + 2].tolist()
         docid, title, text, url = self._data[start:end].decode().split(_SEP)
         return Hit(docid, title, text, float(score), url)
+
+
+class LocalIndexer:
+    """The ``search`` tool's indexer (``ToolSpec.indexer``, verl-parl's ``CorpusIndexer`` protocol): how a task
+    builds and opens a local index of its corpus without importing this plugin."""
+
+    def build(self, corpus: Path, index_dir: Path, *, on_bytes: Callable[[int], None] | None = None) -> int:
+        """:func:`build_index` over what ``index_dir`` holds."""
+        return build_index(Path(corpus), Path(index_dir), overwrite=True, on_bytes=on_bytes)
+
+    def is_built(self, index_dir: Path) -> bool:
+        return (Path(index_dir) / META_FILE).is_file()
+
+    def open(self, index_dir: Path) -> LocalIndex:
+        return LocalIndex(index_dir)
+
+
+INDEXER = LocalIndexer()

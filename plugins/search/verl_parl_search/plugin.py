@@ -1,4 +1,5 @@
-"""The ``verl_parl`` entry point of the search plugin: registers the ``search`` tool (imports nothing heavy)."""
+"""The ``verl_parl`` entry point of the search plugin: registers the ``search`` tool and its indexer (imports
+nothing heavy)."""
 
 from __future__ import annotations
 
@@ -22,5 +23,6 @@ def verl_parl_register_tools(register: Register[ToolSpec]) -> None:
             name="search",
             factory=make_search_tool,
             description="parallel BM25 search over a local tantivy index, or a Search-R1 /retrieve server",
+            indexer="verl_parl_search.engine:INDEXER",
         )
     )

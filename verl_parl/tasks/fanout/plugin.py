@@ -52,5 +52,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             demos={role: f"{DEMOS}:fanout_{role}" for role in ("agent", "subagent", "orchestrator")},
             coldstart="verl_parl.modelbuild.recipes:FANOUT_RECIPE",
             check_options=option_errors,
+            data_sources=("verl_parl/fanout",),  # world.DATA_SOURCE
+            system_prompts="verl_parl.tasks.fanout.world:SYSTEM_PROMPTS",
         )
     )

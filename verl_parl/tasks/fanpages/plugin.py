@@ -51,6 +51,8 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             agent_loops=("parl_swarm", "researcher"),
             demos={role: f"{DEMOS}:fanpages_{role}" for role in ("agent", "subagent", "orchestrator")},
             coldstart="verl_parl.modelbuild.recipes:FANPAGES_RECIPE",
+            data_sources=("verl_parl/fanpages",),  # world.DATA_SOURCE
+            system_prompts="verl_parl.tasks.fanpages.world:SYSTEM_PROMPTS",
             check_options=option_errors,
         )
     )

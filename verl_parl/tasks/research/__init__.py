@@ -5,7 +5,7 @@ Built from real data: GeoNames countries and cities as shipped by the PyPI packa
 
 Generate everything (corpus, search index, parquet splits, manifest)::
 
-    python -m verl_parl.tasks.research generate --out data/research --seed 0 \\
+    python -m verl_parl.research generate --out data/research --seed 0 \\
         --n-train 256 --n-val 32 --n-test 64 --index
 
 then train with ``data.train_files=data/research/train.parquet`` and the ``research`` scorer

@@ -6,8 +6,8 @@ sentence stays first) and carry one to three distractor sentences, some of them 
 the wrong number. Everything is drawn from a ``random.Random`` seeded with ``(seed, docid)``: a page
 does not change when other pages are added or removed.
 
-A page is a :class:`~verl_parl_search.engine.Document`-shaped dict ``{docid, title, text, url}``,
-written one per line to ``corpus.jsonl`` (the search plugin's corpus format).
+A page is a dict ``{docid, title, text, url}``, written one per line to ``corpus.jsonl`` (the corpus format of
+:mod:`verl_parl.tools.index`, which the registered ``search`` tool's indexer reads).
 """
 
 from __future__ import annotations

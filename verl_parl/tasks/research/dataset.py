@@ -30,10 +30,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from verl_parl.registry import PluginError
 from verl_parl.tasks import suites
 from verl_parl.tasks.research import corpus as corpus_mod
 from verl_parl.tasks.research import source
 from verl_parl.tasks.research.tasks import ALIASES, METRICS, WIDE, Pool, Task, draw_tasks
+from verl_parl.tasks.suites import SEARCH_TOOL
+from verl_parl.tools.base import Tool
+from verl_parl.tools.index import corpus_indexer, registered_tool
 
 GENERATOR_VERSION = 1
 SPLITS = ("train", "val", "test")
@@ -250,7 +254,7 @@ def _reusable(out: Path, key: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _has_index(out: Path, manifest: dict[str, Any]) -> bool:
-    return bool(manifest.get("index")) and (out / INDEX_DIR / "verl_parl_search.json").is_file()
+    return bool(manifest.get("index")) and corpus_indexer(SEARCH_TOOL).is_built(out / INDEX_DIR)
 
 
 def _summary(rows: list[dict[str, Any]], tasks: list[Task], pool: tuple[str, ...], path: str) -> dict[str, Any]:
@@ -338,19 +342,18 @@ def _add_index(out: Path, manifest: dict[str, Any], progress: bool, log: Callabl
 
 
 def build_search_index(out: Path, *, progress: bool = True) -> dict[str, Any]:
-    """Index ``out/corpus.jsonl`` into ``out/index`` with the search plugin (``verl-parl-search``)."""
-    try:
-        from verl_parl_search.engine import build_index
-    except ImportError as exc:
-        raise RuntimeError(
-            "--index needs the search plugin: pip install -e plugins/search (distribution verl-parl-search)"
-        ) from exc
+    """Index ``out/corpus.jsonl`` into ``out/index`` with the registered ``search`` tool's indexer (the search
+    plugin, ``verl-parl-search``)."""
     from tqdm import tqdm
 
+    try:
+        indexer = corpus_indexer(SEARCH_TOOL)
+    except PluginError as exc:
+        raise RuntimeError(f"--index needs the search plugin: {suites.SEARCH_PLUGIN_INSTALL} ({exc})") from exc
     corpus = out / CORPUS_FILE
     start = time.perf_counter()
     with tqdm(total=corpus.stat().st_size, unit="B", unit_scale=True, desc="indexing", disable=not progress) as bar:
-        count = build_index(corpus, out / INDEX_DIR, overwrite=True, on_bytes=bar.update)
+        count = indexer.build(corpus, out / INDEX_DIR, on_bytes=bar.update)
     return {"path": INDEX_DIR, "documents": count, "build_s": round(time.perf_counter() - start, 2)}
 
 
@@ -379,8 +382,6 @@ def search_options(index: Path, corpus: Path) -> dict[str, Any]:
     return {"index": str(index.resolve()), "top_k": 3, "snippet_chars": max(300, longest)}
 
 
-def make_suite_search_tool(index: Path, corpus: Path) -> Any:
-    """The search plugin's tool over a suite's index, with :func:`search_options`."""
-    from verl_parl_search.tool import make_search_tool
-
-    return make_search_tool(**search_options(index, corpus))
+def make_suite_search_tool(index: Path, corpus: Path) -> Tool:
+    """The registered ``search`` tool over a suite's index, with :func:`search_options`."""
+    return registered_tool(SEARCH_TOOL, **search_options(index, corpus))

@@ -62,6 +62,9 @@ from verl_parl.tasks.research.tasks import (
     Task,
     _NoTaskError,
 )
+from verl_parl.tasks.suites import SEARCH_TOOL
+from verl_parl.tools.base import Tool
+from verl_parl.tools.index import SearchIndex, corpus_indexer
 
 __all__ = [
     "FACT_LINES",
@@ -181,7 +184,8 @@ class DemoWorld:
     world: source.World
     pool: Pool
     pages: dict[str, dict[str, str]]  # docid -> page
-    search_tool: Any
+    search_tool: Tool
+    index: SearchIndex  # the same index, opened for title lookups
     index_dir: tempfile.TemporaryDirectory[str]  # kept alive while the tool reads the index
     samplers: dict[str, dict[str, Sampler]]  # kind -> task type -> sampler over the training pool
     _findable: dict[str, bool] = field(default_factory=dict, init=False, repr=False)  # docid -> findable (asked often)
@@ -196,7 +200,7 @@ class DemoWorld:
     def findable(self, docid: str) -> bool:
         """Whether ``docid``'s page is the single hit for a search by its title."""
         if docid not in self._findable:
-            hits = asyncio.run(self.search_tool.search([self.title(docid)], 1))[0]
+            hits = self.index.search(self.title(docid), 1)
             self._findable[docid] = bool(hits) and hits[0].docid == docid
         return self._findable[docid]
 
@@ -212,10 +216,11 @@ class DemoWorld:
 
 
 @functools.lru_cache(maxsize=2)
-def _indexed_corpus(seed: int) -> tuple[source.World, dict[str, tuple[str, ...]], dict[str, dict[str, str]], Any, Any]:
-    """The world, its country pools, every page, and a search tool over the pages' index (built once)."""
-    from verl_parl_search.engine import build_index
-
+def _indexed_corpus(
+    seed: int,
+) -> tuple[source.World, dict[str, tuple[str, ...]], dict[str, dict[str, str]], Tool, SearchIndex, Any]:
+    """The world, its country pools, every page, and a search tool over the pages' index (built once), the index
+    opened for lookups and the temporary folder holding it."""
     config = dataset.SuiteConfig(seed=seed)
     world = source.load_world(config.cities_per_country)
     pools = dataset.partition_countries(world, seed, config.entity_fractions, region_size=config.region_size)
@@ -224,20 +229,21 @@ def _indexed_corpus(seed: int) -> tuple[source.World, dict[str, tuple[str, ...]]
     corpus_mod.write_corpus(corpus_mod.iter_pages(world, seed), corpus)
     pages = {p["docid"]: p for p in map(json.loads, corpus.read_text(encoding="utf-8").splitlines())}
     index = Path(folder.name) / dataset.INDEX_DIR
-    build_index(corpus, index, overwrite=True)
-    return world, pools, pages, dataset.make_suite_search_tool(index, corpus), folder
+    indexer = corpus_indexer(SEARCH_TOOL)
+    indexer.build(corpus, index)
+    return world, pools, pages, dataset.make_suite_search_tool(index, corpus), indexer.open(index), folder
 
 
 @functools.lru_cache(maxsize=6)
 def demo_world(seed: int = 0, split: str = "train") -> DemoWorld:
     """The corpus of :class:`~verl_parl.tasks.research.dataset.SuiteConfig` ``seed``, indexed, with the
     entities of ``split`` (demonstrations use ``train``; held-out evaluations ``val`` or ``test``)."""
-    world, pools, pages, tool, folder = _indexed_corpus(seed)
+    world, pools, pages, tool, index, folder = _indexed_corpus(seed)
     pool = Pool.of(world, pools[split])
     wide = {name: make(world, pool, WIDE_MIN, WIDE_MAX) for name, make in WIDE_TYPES.items()}
     deep = {name: make(world, pool) for name, make in DEEP_TYPES.items()}
     samplers = {kind: {n: s for n, s in found.items() if s is not None} for kind, found in ((WIDE, wide), (DEEP, deep))}
-    return DemoWorld(world, pool, pages, tool, folder, samplers)
+    return DemoWorld(world, pool, pages, tool, index, folder, samplers)
 
 
 # ------------------------------------------------------------------------------------------ drawing

@@ -1,9 +1,10 @@
 """Built-in plugin of the research suite: registers the ``research`` scorer and the ``research`` task.
 
-It imports nothing heavy: the suite generator, the search plugin and the demonstrations load when the
-task is first used. The task needs the search plugin (``verl_parl_search``, distribution
-``verl-parl-search`` under ``plugins/search``) to index its corpus and to search it; ``TaskSpec.requires``
-declares that, so selecting the task without it is a config error naming the install command.
+It imports nothing heavy: the suite generator and the demonstrations load when the task is first used. The task
+needs a registered ``search`` tool with an indexer (:mod:`verl_parl.tools.index`) to index its corpus and to
+search it, which the search plugin registers (``verl_parl_search``, distribution ``verl-parl-search`` under
+``plugins/search``); verl-parl never imports the plugin. ``TaskSpec.requires`` declares it, so selecting the task
+without it is a config error naming the install command.
 """
 
 from __future__ import annotations
@@ -65,5 +66,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             coldstart="verl_parl.modelbuild.coldstart:READER_RECIPE",  # from the pretrained reader (shipped)
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
+            data_sources=("verl_parl/research/wide", "verl_parl/research/deep"),  # dataset.DATA_SOURCES
+            system_prompts="verl_parl.tasks.research.dataset:SYSTEM_PROMPTS",
         )
     )

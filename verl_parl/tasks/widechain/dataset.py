@@ -31,8 +31,11 @@ from verl_parl.tasks import suites
 from verl_parl.tasks.research import dataset as research_dataset
 from verl_parl.tasks.research import source
 from verl_parl.tasks.research.tasks import gold_csv
+from verl_parl.tasks.suites import SEARCH_TOOL
 from verl_parl.tasks.widechain import corpus as corpus_mod
 from verl_parl.tasks.widechain import design
+from verl_parl.tools.base import Tool
+from verl_parl.tools.index import SearchIndex, corpus_indexer, registered_tool
 
 GENERATOR_VERSION = 1
 SPLITS = ("train", "val", "test")
@@ -294,11 +297,9 @@ def search_options(index: Path, page_chars: int) -> dict[str, Any]:
     return {"index": str(index.resolve()), "top_k": 1, "max_k": 1, "max_queries": 1, "snippet_chars": 2 * page_chars}
 
 
-def make_search_tool(index: Path, page_chars: int = design.PAGE_CHARS) -> Any:
-    """The search plugin's tool over the suite's index, with :func:`search_options`."""
-    from verl_parl_search.tool import make_search_tool as make
-
-    return make(**search_options(index, page_chars))
+def make_search_tool(index: Path, page_chars: int = design.PAGE_CHARS) -> Tool:
+    """The registered ``search`` tool over the suite's index, with :func:`search_options`."""
+    return registered_tool(SEARCH_TOOL, **search_options(index, page_chars))
 
 
 def write_tool_config(out: Path, page_chars: int) -> Path:
@@ -316,10 +317,7 @@ def write_tool_config(out: Path, page_chars: int) -> Path:
     return path
 
 
-def _findable(index_dir: Path, pages: dict[str, str]) -> Callable[[str], bool]:
-    from verl_parl_search.engine import LocalIndex
-
-    index = LocalIndex(index_dir)
+def _findable(index: SearchIndex, pages: dict[str, str]) -> Callable[[str], bool]:
 
     def findable(docid: str) -> bool:
         hits = index.search(pages[docid], 1)
@@ -331,7 +329,6 @@ def _findable(index_dir: Path, pages: dict[str, str]) -> Callable[[str], bool]:
 def generate(out: Path, config: WidechainConfig, *, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Write the suite into ``out`` (or reuse it when its manifest matches) and return the manifest."""
     import pandas as pd
-    from verl_parl_search.engine import build_index
 
     key = config.key()
     manifest_path = out / MANIFEST_FILE
@@ -352,8 +349,9 @@ def generate(out: Path, config: WidechainConfig, *, log: Callable[[str], None] =
         for page in corpus_mod.iter_pages(world, config.seed, config.page_chars, pools):
             titles[page["docid"]], texts[page["docid"]] = page["title"], page["text"]
             stream.write(json.dumps(page, ensure_ascii=False) + "\n")
-    build_index(out / CORPUS_FILE, out / INDEX_DIR, overwrite=True)
-    findable = _findable(out / INDEX_DIR, titles)
+    indexer = corpus_indexer(SEARCH_TOOL)
+    indexer.build(out / CORPUS_FILE, out / INDEX_DIR)
+    findable = _findable(indexer.open(out / INDEX_DIR), titles)
     splits: dict[str, Any] = {}
     for split, size in config.sizes().items():
         chains = chains_of(world, pools[split], findable, texts)

@@ -1,7 +1,8 @@
 """Built-in plugin of the ``widechain`` family: registers the ``widechain`` task (``embedded=widechain``).
 
-It imports nothing heavy: the generator and the search plugin load when the task is first used. Like the
-research suite it needs the search plugin (``verl_parl_search``) to index its corpus and to search it.
+It imports nothing heavy: the generator loads when the task is first used. Like the research suite it needs the
+registered ``search`` tool and its indexer (the search plugin, ``verl_parl_search``) to index its corpus and to
+search it (:mod:`verl_parl.tools.index`).
 """
 
 from __future__ import annotations
@@ -44,5 +45,7 @@ def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
             coldstart="verl_parl.modelbuild.coldstart:SHORT_READER_RECIPE",  # from the pretrained reader (shipped)
             check_options=option_errors,
             requires=suites.SEARCH_PLUGIN,
+            data_sources=("verl_parl/widechain",),  # dataset.DATA_SOURCE
+            system_prompts="verl_parl.tasks.widechain.dataset:SYSTEM_PROMPTS",
         )
     )
