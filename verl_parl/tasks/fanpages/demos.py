@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
+from pathlib import Path
 from typing import Any
 
 from verl_parl.swarm.calls import ORCHESTRATOR_TOOL_SCHEMAS
@@ -27,17 +28,16 @@ from verl_parl.tasks.demos import TRAINED_TURNS, Demo
 from verl_parl.tasks.fanout.world import FanoutTask
 from verl_parl.tasks.fanpages import design, oracle, world
 
-SHIPPED_TOKENIZER = "coldstart-fanout"
-"""The shipped folder whose tokenizer counts context tokens (every tiny model shares the reader's tokenizer)."""
+SHIPPED_TOKENIZER = Path(__file__).resolve().parents[2] / "modelbuild" / "weights" / "reader"
+"""The shipped reader's folder: its tokenizer counts context tokens (every tiny model shares it; a path, so that this
+module imports nothing of ``modelbuild``)."""
 
 
 @functools.cache
 def tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from verl_parl.modelbuild.shipped import SHIPPED_ROOT
-
-    return AutoTokenizer.from_pretrained(str(SHIPPED_ROOT / SHIPPED_TOKENIZER))
+    return AutoTokenizer.from_pretrained(str(SHIPPED_TOKENIZER))
 
 
 def draw_task(rng: random.Random, split: str = "train") -> FanoutTask:
