@@ -106,7 +106,10 @@ def test_a_subagent_holds_its_word_s_pages_in_its_own_context() -> None:
     w = world.world()
     record, ctx = asyncio.run(oracle.subagent(w.starts["val"][3], w, demos.tokenizer(), oracle.Limits()))
     assert record.returned and record.steps == design.SUBAGENT_STEPS and ctx.max_prompt < design.context_tokens()
-    assert record.result == oracle.row(w.starts["val"][3], w.number(w.starts["val"][3]))
+    start = w.starts["val"][3]
+    last = w.chain(start)[-1]
+    # the line it read, quoted as on the page, then its row
+    assert record.result == f"- {last} holds the number {w.number(start)}.\n" + oracle.row(start, w.number(start))
 
 
 def test_snapshot_demonstrations_train_one_generation_as_the_agent_saw_it() -> None:
@@ -138,6 +141,20 @@ def _stages(messages: list[dict]) -> list:
         record = SubagentRecord(design.SUBAGENT_STEPS, design.HOPS, True, "", "")
         stages.append(Stage(main_steps=1, subagents=(record,) * runs))
     return stages
+
+
+def test_a_reading_turn_quotes_the_line_it_read_before_it_acts() -> None:
+    """Quoting the key first makes reading a copy: "- tavo leads to" is on the page, and so is what follows it."""
+    w, rng = world.world(), random.Random(1)
+    for _ in range(12):
+        demo = demos.fanpages_subagent(rng)
+        turn, pages = demo.messages[-1], [m for m in demo.messages if m["content"].startswith("Index page")]
+        if not pages:  # the first lookup: nothing read yet
+            continue
+        quote = str(turn["content"]).splitlines()[0]
+        assert quote in pages[-1]["content"].splitlines()
+        called = turn["tool_calls"][0]["function"]["arguments"]["word"].strip() if turn.get("tool_calls") else None
+        assert called is None or quote.endswith(f" {called}.")
 
 
 def test_the_single_agent_is_told_its_calls_run_in_parallel_and_its_notes_are_true() -> None:

@@ -174,6 +174,18 @@ def notes_text(now: Progress, task: FanoutTask) -> str:
     return "\n".join(f"{start} = {now.numbers[start]}" for start in task.words if start in now.numbers)
 
 
+def quotes(messages: Sequence[Message], w: world.World) -> list[str]:
+    """The lines an agent quotes before it acts: the entry of each word of its last lookup turn, when that page is
+    still shown, written as on the page (``- tavo leads to kemi.``). Quoting the key first makes reading a copy: the
+    page holds the same tokens, and what followed them there follows them here."""
+    last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    if last is None or not last.get("tool_calls"):
+        return []
+    shown = _visible_lines(messages)
+    words = [str(c["function"]["arguments"].get("word", "")).strip() for c in last["tool_calls"]]
+    return [line for word in words if word in w.pages and (line := world.entry(word, w)) in shown]
+
+
 async def oracle_summary(prompt: str) -> str:
     """A summariser that loses nothing: every number noted in the history (``start = number`` lines)."""
     found = dict(re.findall(r"(\w+) = (\d+)", prompt))
@@ -274,7 +286,8 @@ async def single_agent(
             answer = answer_text(task, now.numbers)
             ctx.generate({"role": "assistant", "content": answer})
             break
-        turn = {"role": "assistant", "content": notes_text(now, task), "tool_calls": list(map(lookup_call, todo))}
+        content = "\n".join([*quotes(ctx.messages, w), notes_text(now, task)]).strip()
+        turn = {"role": "assistant", "content": content, "tool_calls": list(map(lookup_call, todo))}
         ctx.generate(turn)
         await ctx.observe([w.page(word) for word in todo], limits)
     f1 = score(task, answer) if answer else 0.0
@@ -305,13 +318,14 @@ async def subagent(start: str, w: world.World, tokenizer: Any, limits: Limits) -
     while steps < limits.subagent_max_steps and ctx.fits(limits):
         steps += 1
         now = progress(ctx.messages, task, w)
+        read = quotes(ctx.messages, w)
         if now.next_word[start] is None:
-            reply = row(start, now.numbers[start])
+            reply = "\n".join([*read, row(start, now.numbers[start])])
             ctx.generate({"role": "assistant", "content": reply})
             break
         word = now.next_word[start]
         assert word is not None
-        ctx.generate({"role": "assistant", "content": "", "tool_calls": [lookup_call(word)]})
+        ctx.generate({"role": "assistant", "content": "\n".join(read), "tool_calls": [lookup_call(word)]})
         await ctx.observe([w.page(word)], limits)
     record = SubagentRecord(steps=steps, tool_calls=steps - 1, returned=bool(reply), prompt=start, result=reply)
     return record, ctx
