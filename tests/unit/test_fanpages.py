@@ -145,7 +145,7 @@ def _stages(messages: list[dict]) -> list:
 
 def test_a_reading_turn_quotes_the_line_it_read_before_it_acts() -> None:
     """Quoting the key first makes reading a copy: "- tavo leads to" is on the page, and so is what follows it."""
-    w, rng = world.world(), random.Random(1)
+    rng = random.Random(1)
     for _ in range(12):
         demo = demos.fanpages_subagent(rng)
         turn, pages = demo.messages[-1], [m for m in demo.messages if m["content"].startswith("Index page")]
