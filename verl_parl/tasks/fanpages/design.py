@@ -11,7 +11,7 @@ each subagent), one page fits beside a prompt and an agent's turns, two do not (
 * a serial orchestrator takes N·(k + 2) + 1 >= 21: B = 10 ends it after two words;
 * a single agent reads one page a turn, whatever its context policy: a turn that looks up two words at once
   receives two pages and overflows its context. So it takes N·k + 1 >= 13 turns; under B = 10 it answers three
-  words (the best single agent keeps notes of the numbers in its own turns, which ``hide_tool_result`` keeps).
+  words (the best single agent notes every number found in each turn and keeps its last round: ``keep_recent``).
 """
 
 from __future__ import annotations

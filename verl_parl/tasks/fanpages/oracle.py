@@ -5,9 +5,9 @@ policy hid must be looked up again). The plans:
 
 * **single agent** (the ``researcher`` loop) looking up ``g`` words a turn (``g`` = 1 .. N: its tool calls of a turn
   run concurrently, one critical step a turn), under every context policy of :data:`SINGLE_POLICIES` (triggered at
-  the task's ``trigger_tokens``, as ``parl.context.agent`` is). Each turn's text notes the numbers and the next words
-  it read on the pages it can see, so a policy that keeps assistant turns keeps them; ``summarize`` is an oracle
-  summariser that keeps every note. The best of these is the single agent's number;
+  the task's ``trigger_tokens``, as ``parl.context.agent`` is). Each turn quotes the line it read on its last page
+  (:func:`quotes`) and notes every number found so far, so a policy that keeps its last turn keeps them all;
+  ``summarize`` is an oracle summariser that keeps every note. The best of these is the single agent's number;
 * **serial orchestrator** (``parl_swarm``): one ``assign_task`` a turn, the next after the last returned;
 * **swarm** (``parl_swarm``): ``create_subagent`` and one ``assign_task`` per word, all in the first turn.
 
