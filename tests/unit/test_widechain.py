@@ -18,6 +18,7 @@ pytest.importorskip("verl_parl_search")
 pytest.importorskip("tantivy")
 
 from verl_parl.chat.prompts import render_ids
+from verl_parl.tasks.plans import prompt_tokens
 from verl_parl.tasks.research import dataset as research_dataset
 from verl_parl.tasks.research import source
 from verl_parl.tasks.widechain import dataset, design, oracle
@@ -136,7 +137,7 @@ def test_one_page_fits_a_context_two_do_not(suite: Path, tasks: list[dataset.Wid
     assert len(render_ids(tokenizer, two, [tool.schema])) > design.context_tokens()
     for messages in (one, two):  # the plans' cheaper count agrees with the chat template
         exact = len(render_ids(tokenizer, messages, [tool.schema]))
-        assert abs(oracle.prompt_tokens(tokenizer, messages, [tool.schema]) - exact) <= 2 * len(pages)
+        assert abs(prompt_tokens(tokenizer, messages, [tool.schema]) - exact) <= 2 * len(pages)
 
 
 def test_the_budget_cuts_serial_plans_and_single_agents_but_not_the_swarm(plans: dict[str, dict[str, Any]]) -> None:

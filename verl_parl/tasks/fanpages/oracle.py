@@ -28,14 +28,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from verl_parl.chat.budget import BUDGET_MESSAGE, budget_spent
-from verl_parl.chat.prompts import render_ids
-from verl_parl.context.policies import RewriteContext
-from verl_parl.context.settings import ContextSettings
 from verl_parl.rewards.scorers import table_scorer
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks.fanout.world import HEADER, FanoutTask
 from verl_parl.tasks.fanpages import design, world
+from verl_parl.tasks.plans import PlanContext
 
 Message = dict[str, Any]
 
@@ -194,62 +192,11 @@ async def oracle_summary(prompt: str) -> str:
 
 # ------------------------------------------------------------------------------------------ contexts
 
-_PLACEHOLDER = "."
-_TEXT_TOKENS: dict[tuple[int, str], int] = {}
 
-
-def prompt_tokens(tokenizer: Any, messages: list[Message], schemas: list[dict[str, Any]]) -> int:
-    """Tokens of the prompt ``messages`` render to with ``schemas``: the rendering with every tool result's text
-    replaced by one character, plus those texts tokenized on their own (pages repeat: cached)."""
-    skeleton = [{**m, "content": _PLACEHOLDER} if m["role"] == "tool" else m for m in messages]
-    pages = [str(m["content"]) for m in messages if m["role"] == "tool"]
-    return len(render_ids(tokenizer, skeleton, schemas)) + sum(_text_tokens(tokenizer, p) - 1 for p in pages)
-
-
-def _text_tokens(tokenizer: Any, text: str) -> int:
-    key = (id(tokenizer), text)
-    if key not in _TEXT_TOKENS:
-        if len(_TEXT_TOKENS) > 100_000:
-            _TEXT_TOKENS.clear()
-        _TEXT_TOKENS[key] = len(tokenizer.encode(text, add_special_tokens=False))
-    return _TEXT_TOKENS[key]
-
-
-@dataclasses.dataclass
-class Context:
-    """One agent's context: its messages, its tools' schemas and the policy that rewrites them; ``snapshots``
-    keeps the prompt of every generation (the demonstrations train on each as the agent saw it)."""
-
-    tokenizer: Any
-    messages: list[Message]
-    schemas: list[dict[str, Any]]
-    policy_name: str = "none"
-    policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    max_prompt: int = 0
-    snapshots: list[list[Message]] = dataclasses.field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.policy = ContextSettings(policy=self.policy_name, options=self.policy_options).build()
-
-    def fits(self, limits: Limits) -> bool:
-        """Whether the prompt the agent would generate from now fits its context (recorded)."""
-        n = prompt_tokens(self.tokenizer, self.messages, self.schemas)
-        self.max_prompt = max(self.max_prompt, n)
-        return n < limits.context_tokens
-
-    def generate(self, turn: Message) -> None:
-        """The agent writes ``turn`` from the prompt it has now."""
-        self.snapshots.append([*self.messages, turn])
-        self.messages.append(turn)
-
-    async def observe(self, results: list[str], limits: Limits) -> None:
-        """Append tool results, then let the policy rewrite once the prompt reached its trigger."""
-        self.messages += [{"role": "tool", "content": r} for r in results]
-        tokens = prompt_tokens(self.tokenizer, self.messages, self.schemas)
-        if self.policy_name != "none" and tokens >= limits.trigger_tokens:
-            rewritten = await self.policy.rewrite(list(self.messages), RewriteContext(summarize=oracle_summary))
-            if rewritten is not None:
-                self.messages = rewritten
+def Context(  # noqa: N802 - the plans' context, with this task's oracle summariser
+    tokenizer: Any, messages: list[Message], schemas: list[dict[str, Any]], policy: str = "none", options: Any = None
+) -> PlanContext:
+    return PlanContext(tokenizer, messages, schemas, policy, dict(options or {}), summarize=oracle_summary)
 
 
 # ------------------------------------------------------------------------------------------ plans

@@ -31,13 +31,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from verl_parl.chat.budget import BUDGET_MESSAGE
-from verl_parl.chat.prompts import render_ids
-from verl_parl.context.policies import RewriteContext
-from verl_parl.context.settings import ContextSettings
 from verl_parl.rewards.scorers import table_scorer
 from verl_parl.rewards.table import markdown_rule
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.tasks.plans import PlanContext
 from verl_parl.tasks.research.corpus import as_written
 from verl_parl.tasks.widechain import dataset, design
 from verl_parl.tools.runtime import ToolRuntime
@@ -198,61 +196,10 @@ def score(task: dataset.WideChainTask, answer: str) -> float:
 
 # ------------------------------------------------------------------------------------------ agents
 
-_PLACEHOLDER = "."
-
-
-def prompt_tokens(tokenizer: Any, messages: list[Message], schemas: list[dict[str, Any]]) -> int:
-    """Tokens of the prompt ``messages`` render to with ``schemas``: the chat template's rendering with every tool
-    result's text replaced by one character, plus those texts tokenized on their own (cached: plans read the same
-    pages). Within a token or two per tool result of :func:`~verl_parl.chat.prompts.render_ids` (tested), at a
-    fraction of its cost: a plan renders a prompt at every step."""
-    skeleton = [{**m, "content": _PLACEHOLDER} if m["role"] == "tool" else m for m in messages]
-    pages = [str(m["content"]) for m in messages if m["role"] == "tool"]
-    return len(render_ids(tokenizer, skeleton, schemas)) + sum(_text_tokens(tokenizer, p) - 1 for p in pages)
-
-
-_TEXT_TOKENS: dict[tuple[int, str], int] = {}
-
-
-def _text_tokens(tokenizer: Any, text: str) -> int:
-    key = (id(tokenizer), text)
-    if key not in _TEXT_TOKENS:
-        if len(_TEXT_TOKENS) > 100_000:
-            _TEXT_TOKENS.clear()
-        _TEXT_TOKENS[key] = len(tokenizer.encode(text, add_special_tokens=False))
-    return _TEXT_TOKENS[key]
-
-
-@dataclasses.dataclass
-class _Context:
-    """One agent's context: its messages, its tools' schemas and the policy that rewrites them."""
-
-    tokenizer: Any
-    messages: list[Message]
-    schemas: list[dict[str, Any]]
-    policy_name: str = "none"
-    policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    max_prompt: int = 0
-
-    def __post_init__(self) -> None:
-        self.policy = ContextSettings(policy=self.policy_name, options=self.policy_options).build()
-
-    def tokens(self) -> int:
-        return prompt_tokens(self.tokenizer, self.messages, self.schemas)
-
-    def fits(self, limits: Limits) -> bool:
-        """Whether the prompt the agent would generate from now fits its context (recorded)."""
-        n = self.tokens()
-        self.max_prompt = max(self.max_prompt, n)
-        return n < limits.context_tokens
-
-    async def observe(self, turn: Message, results: list[str], limits: Limits) -> None:
-        """Append a turn and its tool results, then let the policy rewrite once the prompt reached its trigger."""
-        self.messages += [turn, *({"role": "tool", "content": r} for r in results)]
-        if self.policy_name != "none" and self.tokens() >= limits.trigger_tokens:
-            rewritten = await self.policy.rewrite(list(self.messages), RewriteContext(summarize=oracle_summary))
-            if rewritten is not None:
-                self.messages = rewritten
+def _Context(  # noqa: N802 - the plans' context, with this family's oracle summariser
+    tokenizer: Any, messages: list[Message], schemas: list[dict[str, Any]], policy: str = "none", options: Any = None
+) -> PlanContext:
+    return PlanContext(tokenizer, messages, schemas, policy, dict(options or {}), summarize=oracle_summary)
 
 
 async def _search(runtime: ToolRuntime, name: str) -> tuple[dict[str, Any], str]:
@@ -284,7 +231,8 @@ async def single_agent(
             break
         tool_call, text = await _search(runtime, todo)
         turn = {"role": "assistant", "content": new_notes(ctx.messages, notes), "tool_calls": [tool_call]}
-        await ctx.observe(turn, [text], limits)
+        ctx.generate(turn)
+        await ctx.observe([text], limits)
     return PlanResult(
         messages=tuple([*ctx.messages, {"role": "assistant", "content": answer}]) if answer else (),
         plan=f"single agent ({policy[0]})",
@@ -338,7 +286,8 @@ async def subagent_run(
         tool_call, text = await _search(runtime, name)
         tool_calls += 1
         turn = {"role": "assistant", "content": new_notes(ctx.messages, notes), "tool_calls": [tool_call]}
-        await ctx.observe(turn, [text], limits)
+        ctx.generate(turn)
+        await ctx.observe([text], limits)
     return SubagentRecord(steps, tool_calls, False, assignment(chain.city), "subagent failed"), ctx.max_prompt, []
 
 
@@ -371,9 +320,8 @@ async def orchestrator(
         stages.append(Stage(main_steps=1, subagents=tuple(r for r, _ in runs)))
         rows += [r.result.splitlines()[-1] for r, _ in runs if r.returned]
         results = [f"created subagent {SUBAGENT_NAME!r}"] if len(calls) > len(batch) else []
-        await ctx.observe(
-            {"role": "assistant", "content": "", "tool_calls": calls}, [*results, *(r.result for r, _ in runs)], limits
-        )
+        ctx.generate({"role": "assistant", "content": "", "tool_calls": calls})
+        await ctx.observe([*results, *(r.result for r, _ in runs)], limits)
     notes = parse_notes("\n".join(rows))
     answer = answer_text(cities, notes) if answered else ""
     launched = [len(s.subagents) for s in stages if s.subagents]
