@@ -1,6 +1,11 @@
-"""``python -m verl_parl.tasks.fanpages measure``: every oracle plan of the ``fanpages`` task, as the loops count.
+"""``python -m verl_parl.tasks.fanpages measure|probe``: every oracle plan of the ``fanpages`` task, as the loops
+count; how well a checkpoint reads, step by step.
 
     python -m verl_parl.tasks.fanpages measure [--split test] [--limit 64] [--budget 10] [--context 896] [--json]
+    python -m verl_parl.tasks.fanpages probe --model CKPT [--split val] [--words 24]
+
+``probe`` gives a checkpoint, greedily, the prompt an oracle subagent saw at each of its generations on held-out
+words, and counts the turns it writes as the oracle did (the lookup's word, or the row): where reading fails.
 
 It runs the swarm, the serial orchestrator and the single agent (1, 2 or all words a turn, under every context
 policy) of :mod:`verl_parl.tasks.fanpages.oracle` on the split's tasks against the real ``lookup`` tool, counting
@@ -15,6 +20,8 @@ import json
 import sys
 import time
 
+from verl_parl.tasks.fanpages import design
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_parl.tasks.fanpages", description=__doc__.split("\n")[0])
@@ -27,7 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     mea.add_argument("--context", type=int, default=None, help="context tokens C (default: the task's YAML)")
     mea.add_argument("--trigger", type=int, default=None, help="policy trigger tokens (default: the task's YAML)")
     mea.add_argument("--json", action="store_true", help="print the lines as JSON")
+    pro = sub.add_parser("probe", help="a checkpoint's subagent turns, step by step, against the oracle's")
+    pro.add_argument("--model", required=True, help="a Hugging Face checkpoint folder")
+    pro.add_argument("--split", default="val", choices=("train", "val", "test"))
+    pro.add_argument("--words", type=int, default=24, help="start words of the split (default: 24)")
     args = parser.parse_args(argv)
+    if args.command == "probe":
+        return _probe(args)
     from verl_parl.tasks.fanpages import demos, oracle, world
 
     given = {"budget": args.budget, "context_tokens": args.context, "trigger_tokens": args.trigger}
@@ -52,6 +65,39 @@ def main(argv: list[str] | None = None) -> int:
             f"| {line['context_exceeded']:.2f} | {line['steps_without_budget']:.2f} "
             f"| {line['item_f1_without_budget']:.3f} | {line['max_prompt_tokens']} |"
         )
+    return 0
+
+
+def _probe(args: argparse.Namespace) -> int:
+    import asyncio
+    import random
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from verl_parl.chat.prompts import render_ids
+    from verl_parl.tasks.fanpages import demos, oracle, world
+
+    tokenizer, w = demos.tokenizer(), world.world()
+    model = AutoModelForCausalLM.from_pretrained(args.model).eval()
+    right: dict[int, list[bool]] = {}
+    starts = random.Random(0).sample(w.starts[args.split], args.words)
+    print(f"[fanpages] probing {args.model} on {len(starts)} {args.split} words ...", file=sys.stderr, flush=True)
+    for start in starts:
+        _, ctx = asyncio.run(oracle.subagent(start, w, tokenizer, oracle.Limits()))
+        for step, snapshot in enumerate(ctx.snapshots, start=1):
+            turn = snapshot[-1]
+            calls = turn.get("tool_calls") or []
+            want = calls[0]["function"]["arguments"]["word"] if calls else oracle.row(start, w.number(start))
+            ids = torch.tensor([render_ids(tokenizer, snapshot[:-1], [world.TOOL_SCHEMA])])
+            with torch.no_grad():
+                out = model.generate(ids, max_new_tokens=48, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+            right.setdefault(step, []).append(want in tokenizer.decode(out[0][ids.shape[1] :]))
+    print("| step | what it must write | right |")
+    print("|---|---|---|")
+    for step, found in sorted(right.items()):
+        what = "the assigned word's lookup" if step == 1 else "the row" if step > design.HOPS else "the next lookup"
+        print(f"| {step} | {what} | {sum(found)} / {len(found)} |")
     return 0
 
 
