@@ -194,3 +194,28 @@ def test_the_documented_plugin_policy_works() -> None:
     assert spec.name == "keep_first_and_last"
     out = rewrite(spec.factory(), history(4))
     assert contents(out) == ["sys", "task", "think 1", "result 1.0", "think 4", "result 4.0"]
+
+
+def test_a_second_summary_replaces_the_first() -> None:
+    """Each rewrite summarises the earlier summary with the rounds it drops: one note, however long the episode."""
+    import asyncio
+
+    from verl_parl.context.policies import SUMMARY_HEAD, RewriteContext, Summarize
+
+    seen: list[str] = []
+
+    async def summarize(prompt: str) -> str:
+        seen.append(prompt)
+        return f"summary {len(seen)}"
+
+    policy, ctx = Summarize(rounds=1), RewriteContext(summarize=summarize)
+    task = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+
+    def rounds(*names: str) -> list[dict]:
+        return [m for n in names for m in ({"role": "assistant", "content": n}, {"role": "tool", "content": n + "!"})]
+
+    once = asyncio.run(policy.rewrite([*task, *rounds("a", "b")], ctx))
+    twice = asyncio.run(policy.rewrite([*once, *rounds("c")], ctx))
+    notes = [m for m in twice if str(m["content"]).startswith(SUMMARY_HEAD)]
+    assert len(notes) == 1 and notes[0]["content"].endswith("summary 2")
+    assert "summary 1" in seen[1] and "b!" in seen[1]  # the earlier note and the dropped round, summarised together
