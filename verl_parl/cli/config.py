@@ -248,9 +248,10 @@ def check_profile(cfg: DictConfig) -> list[str]:
         _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 on the CPU profile")
     ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
     gpus = OmegaConf.select(cfg, "ray_kwargs.ray_init.num_gpus")
+    joining = OmegaConf.select(cfg, "ray_kwargs.ray_init.address") is not None  # its nodes' GPUs: checked on joining
     _check(
         errors,
-        gpus is not None and gpus >= ranks,
+        joining or (gpus is not None and gpus >= ranks),
         f"ray_kwargs.ray_init.num_gpus: {gpus} logical GPUs cannot hold trainer.n_gpus_per_node*nnodes={ranks} ranks",
     )
     return errors
@@ -467,10 +468,13 @@ def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
 def add_frozen_replica_gpus(cfg: DictConfig, parl: ParlConfig, overrides: list[str]) -> None:
     """On the CPU profile, one more logical GPU (``ray_kwargs.ray_init.num_gpus``) per dedicated frozen replica on
     vLLM or SGLang: verl starts each replica in a resource pool of its own (logical) GPUs, and the profile's
-    count holds the trainer's ranks only. A count given on the command line is kept."""
+    count holds the trainer's ranks only. A count given on the command line is kept; a joined cluster's count is
+    its nodes'."""
     serving = parl.swarm.subagent if parl.swarm is not None else None
     if parl.profile != "cpu" or serving is None or serving.mode != "dedicated" or serving.engine in (None, "hf"):
         return
+    if OmegaConf.select(cfg, "ray_kwargs.ray_init.address") is not None:
+        return  # a joined cluster's GPUs are its nodes' (verl_parl.cli.cluster.gpu_errors checks them)
     if any(override.lstrip("+~").startswith("ray_kwargs.ray_init.num_gpus") for override in overrides):
         return
     ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
