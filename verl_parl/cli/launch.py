@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -212,6 +213,13 @@ def ray_init_kwargs(cfg: DictConfig, run_dir: Path, namespace: str | None = None
     return {**kwargs, "address": address}
 
 
+def run_namespace(run_dir: Path) -> str:
+    """The run's own Ray namespace, ``verl_parl_<run folder name>_<8 hex digits>``: every named actor of the run
+    (the frozen group, the policy's servers, verl's workers, TransferQueue's controller) is created and looked up
+    in it, so runs that share a cluster never find each other's."""
+    return f"verl_parl_{run_dir.name}_{secrets.token_hex(4)}"
+
+
 FORWARDED_ENV = (
     "VERL_PLATFORM",
     "VERL_PARL_BLOCK_PLUGINS",
@@ -251,7 +259,7 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
 
             from verl_parl.cli import cluster
 
-            ray.init(**ray_init_kwargs(cfg, run_dir))
+            ray.init(**ray_init_kwargs(cfg, run_dir, namespace=run_namespace(run_dir)))
             failures.exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
             try:
                 joined(cfg, parl, out)

@@ -1,8 +1,9 @@
 """The frozen-subagent group: generation backends for subagents, selected by ``parl.subagent.mode``.
 
-Agent-loop workers find dedicated servers by name (``parl_frozen_<i>`` Ray actors), never through
-hidden globals; the first worker that needs one starts it (``get_if_exists``), loading the fixed
-checkpoint ``parl.subagent.model_path`` with ``frozen=True`` so it refuses weight updates.
+Agent-loop workers find dedicated servers by name (``parl_frozen_<i>`` Ray actors, in the run's own Ray
+namespace: runs that share a cluster each start and find their own group), never through hidden globals;
+the first worker that needs one starts it (``get_if_exists``), loading the fixed checkpoint
+``parl.subagent.model_path`` with ``frozen=True`` so it refuses weight updates.
 A server whose process dies is restarted by Ray (``parl.subagent.max_restarts`` times, reloading the
 checkpoint): requests it held fail as :class:`FrozenServerError` naming it (the subagent's failure
 message), later ones wait for the restart. Once the restarts are spent the server's name is gone, and
@@ -113,7 +114,7 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
 
     from verl_parl.swarm.frozen.engine import FROZEN_GROUP_ACTOR
 
-    named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    named = ray.util.list_named_actors()  # the run's own namespace: another run's group is not this run's
     names = sorted(name for name in named if is_hf_server_name(name))
     gone = sorted({key.split("@", 1)[0] for key in first_digests} - set(names))
     if gone:
