@@ -258,14 +258,18 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
             from verl_parl.cli import cluster
+            from verl_parl.traces.recorder import start_recorder
 
             ray.init(**ray_init_kwargs(cfg, run_dir, namespace=run_namespace(run_dir)))
             failures.exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
             try:
                 joined(cfg, parl, out)
                 runner = cluster.on_this_node(TaskRunnerV1)  # the run folder's writers (verl's file logger) here
+                # the run's own actors, held for the run: the recorder writes other nodes' episode records here
+                held = [start_recorder(run_dir)]
                 with failures.crashed_worker_named():  # however a dead worker's loss surfaced
                     run_ppo(cfg, task_runner_class=runner)
+                held.clear()
             finally:
                 with failures.signals_held():  # a second Ctrl-C must not leave Ray's processes behind
                     ray.shutdown()
