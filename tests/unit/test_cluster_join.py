@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from verl_parl.cli.cluster import address_override, gpu_errors, is_loopback, ray_environment, with_ray_address
+from verl_parl.cli.cluster import address_override, is_loopback, ray_environment, with_ray_address
 from verl_parl.cli.config import check_profile
 from verl_parl.cli.launch import ray_init_kwargs, unused_node_keys
+from verl_parl.cluster.checks import gpu_errors
 
 
 def composed(overrides: list[str]) -> Any:

@@ -3,8 +3,9 @@
 ``ray_kwargs.ray_init.address`` (or ``$RAY_ADDRESS``, as ``ray`` reads it) names a running cluster, as it does for
 verl's ``main_ppo``: the run then joins it instead of starting its own. A cluster's resources are its nodes'
 (``ray start --num-cpus/--num-gpus/--resources``), so the node keys of ``ray_kwargs.ray_init`` are not passed when
-joining; the CPU profile's logical GPUs must be declared by the nodes, which :func:`gpu_errors` checks before any
-worker starts. docs/cluster.md says how to run on a cluster.
+joining. Before any of verl's workers starts, :func:`plan_join` sends the assets the workers read along with the run
+(:mod:`verl_parl.cluster.assets`) and :func:`check_joined` checks, on every node, the CPU profile's logical GPUs and
+every path the workers read (:mod:`verl_parl.cluster.checks`). docs/cluster.md says how to run on a cluster.
 
 Ray replaces a loopback cluster address (127.0.0.1) with the machine's own interface address unless
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is set before ray is imported: :func:`ray_environment` sets it for a private
@@ -13,16 +14,34 @@ cluster and for a loopback address (a cluster of nodes on this machine), and lea
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import ipaddress
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+import os
+import shutil
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_parl.settings.errors import ConfigError
+
+if TYPE_CHECKING:  # the driver's start imports this module before Hydra composes: nothing heavy at import
+    from verl_parl.cli.config import ParlConfig
+    from verl_parl.cluster.assets import Shipment
 
 __all__ = [
     "ADDRESS_KEY",
     "NODE_KEYS",
+    "JoinPlan",
+    "OnNode",
     "address_override",
-    "gpu_errors",
+    "check_joined",
     "is_loopback",
+    "on_this_node",
+    "plan_join",
     "ray_environment",
     "with_ray_address",
 ]
@@ -92,49 +111,6 @@ def ray_environment(address: str | None, environ: MutableMapping[str, str]) -> N
         environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
-def gpu_errors(
-    nodes: list[Mapping[str, Any]],
-    available: float,
-    *,
-    address: str,
-    per_node: int,
-    nnodes: int,
-    frozen: int = 0,
-) -> list[str]:
-    """Why the joined cluster cannot hold the CPU profile's logical GPUs ([] when it can).
-
-    ``nodes`` are ``ray.nodes()`` entries (``Alive``, ``NodeID``, ``NodeManagerAddress``, ``Resources``);
-    ``available`` the cluster's free ``GPU`` now. verl places ``per_node`` ranks (``trainer.n_gpus_per_node``) on
-    each of ``nnodes`` nodes (``trainer.nnodes``), each rank one logical GPU; ``frozen`` more GPUs hold the frozen
-    group's vllm/sglang replicas (one each), on any node."""
-    alive = [node for node in nodes if node.get("Alive", True)]
-    gpus = {str(node["NodeID"]): float(node.get("Resources", {}).get("GPU", 0)) for node in alive}
-    need = per_node * nnodes + frozen
-    big_enough = sorted((count for count in gpus.values() if count >= per_node), reverse=True)
-    what = f"trainer.nnodes={nnodes} node(s) with trainer.n_gpus_per_node={per_node} logical GPU(s) each" + (
-        f" and {frozen} for parl.subagent.instances' replicas" if frozen else ""
-    )
-    if len(big_enough) >= nnodes and sum(gpus.values()) >= need:
-        if available >= need:
-            return []
-        return [
-            f"{ADDRESS_KEY}: the Ray cluster at {address} has {sum(gpus.values()):g} logical GPUs but only "
-            f"{available:g} free: the CPU profile's run needs {need} ({what}); another job holds the rest. Add a node "
-            f"(`ray start --address={address} --num-gpus={need}`) or wait for it"
-        ]
-    listed = ", ".join(f"{node_label(node)}: {gpus[str(node['NodeID'])]:g}" for node in alive) or "no live node"
-    return [
-        f"{ADDRESS_KEY}: the Ray cluster at {address} cannot hold the CPU profile's {need} logical GPU(s) ({what}); "
-        f"its nodes declare {listed}. Logical GPUs are declared when a node starts: add `--num-gpus={per_node}` to "
-        f"`ray start` on {nnodes} node(s)" + (f", `--num-gpus={frozen}` more for the frozen replicas" if frozen else "")
-    ]
-
-
-def node_label(node: Mapping[str, Any]) -> str:
-    """How a node is named in messages: its address and the start of its Ray node id."""
-    return f"node {node.get('NodeManagerAddress', '?')} ({str(node.get('NodeID', '?'))[:8]})"
-
-
 class OnNode:
     """A Ray actor class whose actors are placed on one node (``run_ppo`` calls ``.remote()``, or first
     ``.options(...)`` to add its own options)."""
@@ -159,3 +135,136 @@ def on_this_node(actor_class: Any) -> OnNode:
     import ray
 
     return OnNode(actor_class, ray.get_runtime_context().get_node_id())
+
+
+RUN_KEYS = ("parl.output_dir", "trainer.default_local_dir", "trainer.rollout_data_dir", "trainer.validation_data_dir")
+"""Keys naming the run folder's own outputs (written on the driver's node or through the run's recorder, never read
+from a node's disk)."""
+
+
+@dataclass
+class JoinPlan:
+    """How a run joins a cluster: the config its workers get (the moved assets named by their relative paths),
+    what travels with it (None: nothing), and every path the workers read, each with the keys that name it."""
+
+    worker_cfg: DictConfig
+    shipment: Shipment | None
+    paths: dict[str, list[str]] = field(default_factory=dict)
+
+
+def plan_join(cfg: DictConfig, parl: ParlConfig, namespace: str) -> JoinPlan:
+    """Stage the assets of ``parl.cache_dir`` the run's config names (unless the cache is under
+    ``parl.cluster.shared_dir``) in ``<cache>/cluster/<namespace>``, to go as the job's working_dir, and return the
+    workers' config naming them by their relative paths (its settings parsed again and handed over); raises
+    :class:`ConfigError` when they cannot travel (too big, or the user's runtime_env has a working_dir already)."""
+    from verl_parl.cli.config import parse_settings
+    from verl_parl.cluster.assets import MAX_BYTES, Shipment, driver_paths, plan, relocate, relocate_config, stage
+    from verl_parl.cluster.settings import ClusterSettings
+    from verl_parl.settings.handoff import hand_over, without_handover
+
+    shared = parl.cluster if parl.cluster is not None else ClusterSettings()
+    container = OmegaConf.to_container(without_handover(cfg), resolve=True)
+    paths = driver_paths(container, skip=RUN_KEYS)
+    cache = parl.resolved_cache_dir()
+    moved = {} if shared.shares(cache) else plan(list(paths), cache)
+    if not moved:
+        return JoinPlan(cfg, None, with_tool_configs(paths, cfg, Path.cwd()))
+    if OmegaConf.select(cfg, "ray_kwargs.ray_init.runtime_env.working_dir") is not None:
+        raise ConfigError(
+            [
+                "ray_kwargs.ray_init.runtime_env.working_dir: the run's assets of parl.cache_dir travel as the job's "
+                "working_dir on a joined cluster; set parl.cluster.shared_dir (and parl.cache_dir under it) instead"
+            ]
+        )
+    folder = cache / "cluster" / namespace
+    shipment = Shipment(folder, moved, stage(moved, folder))
+    if shipment.total_bytes > MAX_BYTES:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise ConfigError(
+            [
+                f"parl.cache_dir: the run's assets there take {shipment.total_bytes / 2**20:.0f} MiB, more than Ray's "
+                f"working_dir takes ({MAX_BYTES // 2**20} MiB): put parl.cache_dir under parl.cluster.shared_dir"
+            ]
+        )
+    worker = copy.deepcopy(cfg)
+    relocate_config(worker, moved)
+    with contextlib.chdir(folder):  # where each node's workers find them: their working folder
+        hand_over(worker, parse_settings(worker))
+    relocated = {relocate(path, moved): keys for path, keys in paths.items()}
+    return JoinPlan(worker, shipment, with_tool_configs(relocated, worker, folder))
+
+
+def with_tool_configs(paths: dict[str, list[str]], cfg: DictConfig, here: Path) -> dict[str, list[str]]:
+    """``paths`` and the paths named inside the verl tool config (``tool_config_path``, read at ``here`` when
+    relative): absolute ones that exist on this machine, and relative ones that travel with the run."""
+    import yaml
+
+    from verl_parl.cluster.assets import ASSET_DIR, config_strings
+
+    found = {path: list(keys) for path, keys in paths.items()}
+    tool_config = OmegaConf.select(cfg, TOOL_CONFIG_KEY)
+    if not tool_config:
+        return found
+    file = Path(str(tool_config)) if os.path.isabs(str(tool_config)) else here / str(tool_config)
+    try:
+        tools = yaml.safe_load(file.read_text())
+    except (OSError, yaml.YAMLError):  # reported by the path check itself
+        return found
+    for key, value in config_strings(tools):
+        local = os.path.isabs(value) and os.path.exists(value)
+        if local or value.startswith(ASSET_DIR + "/"):
+            found.setdefault(value, []).append(f"{TOOL_CONFIG_KEY} ({tool_config}): {key}")
+    return found
+
+
+TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+
+
+def check_joined(cfg: DictConfig, parl: ParlConfig, plan: JoinPlan) -> list[str]:
+    """The start-up checks of a joined cluster, on its live nodes: the CPU profile's logical GPUs, and every path
+    the workers read (``parl.cluster.shared_dir`` too) on every node."""
+    import ray
+
+    from verl_parl.cluster.checks import SHARED_KEY, gpu_errors, path_errors, probe_nodes
+
+    errors: list[str] = []
+    if parl.profile == "cpu":
+        serving = parl.swarm.subagent if parl.swarm is not None else None
+        on_engine = serving is not None and serving.mode == "dedicated" and serving.engine not in (None, "hf")
+        errors += gpu_errors(
+            ray.nodes(),
+            ray.available_resources().get("GPU", 0.0),
+            address=str(OmegaConf.select(cfg, ADDRESS_KEY)),
+            per_node=int(cfg.trainer.n_gpus_per_node),
+            nnodes=int(cfg.trainer.nnodes),
+            frozen=serving.instances if serving is not None and on_engine else 0,
+        )
+    shared = parl.cluster.shared_dir if parl.cluster is not None else None
+    paths = dict(plan.paths)
+    if shared is not None:
+        paths.setdefault(shared, []).append(SHARED_KEY)
+    if paths:
+        errors += path_errors(probe_nodes(sorted(paths)), paths, shared)
+    return errors
+
+
+def cluster_record(address: str | None, namespace: str, plan: JoinPlan | None) -> dict[str, Any]:
+    """What ``<run folder>/cluster.json`` says of where the run ran: the cluster, the run's namespace, its nodes
+    and the assets that travelled with it (bytes each)."""
+    import ray
+
+    nodes = [
+        {"id": node["NodeID"], "address": node["NodeManagerAddress"], "resources": node["Resources"]}
+        for node in ray.nodes()
+        if node.get("Alive")
+    ]
+    shipped = plan.shipment.sizes if plan is not None and plan.shipment is not None else {}
+    return {
+        "address": address or "local",
+        "namespace": namespace,
+        "driver_node": ray.get_runtime_context().get_node_id(),
+        "nodes": nodes,
+        "assets_sent": shipped,
+        "assets_sent_bytes": sum(shipped.values()),
+        "paths_checked": sorted(plan.paths) if plan is not None else [],
+    }

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import secrets
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -245,8 +246,9 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
     """Start a private Ray cluster (or join the one ``ray_kwargs.ray_init.address`` names), run verl's v1 trainer
     with its TaskRunner on this node, and always shut the private cluster down (or leave the joined one).
 
-    Meanwhile the console shows one line per step (:mod:`verl_parl.cli.console`); everything Ray, verl and
-    the workers print goes to ``<run_dir>/console.log``."""
+    On a joined cluster the assets the workers read travel with the run and every node is checked first
+    (:mod:`verl_parl.cli.cluster`). Meanwhile the console shows one line per step (:mod:`verl_parl.cli.console`);
+    everything Ray, verl and the workers print goes to ``<run_dir>/console.log``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(without_handover(cfg), run_dir / "resolved_config.yaml")
     total = OmegaConf.select(cfg, "trainer.total_training_steps")
@@ -260,15 +262,28 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             from verl_parl.cli import cluster
             from verl_parl.traces.recorder import start_recorder
 
-            ray.init(**ray_init_kwargs(cfg, run_dir, namespace=run_namespace(run_dir)))
+            address = OmegaConf.select(cfg, cluster.ADDRESS_KEY)
+            namespace = run_namespace(run_dir)
+            plan = cluster.plan_join(cfg, parl, namespace) if address is not None else None
+            kwargs = ray_init_kwargs(cfg, run_dir, namespace=namespace)
+            if plan is not None and plan.shipment is not None:
+                kwargs["runtime_env"]["working_dir"] = str(plan.shipment.folder)
+            try:
+                ray.init(**kwargs)
+            finally:
+                if plan is not None and plan.shipment is not None:  # uploaded by ray.init (or not needed)
+                    shutil.rmtree(plan.shipment.folder, ignore_errors=True)
             failures.exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
             try:
-                joined(cfg, parl, out)
+                record = cluster.cluster_record(address, namespace, plan)
+                write_atomic(run_dir / CLUSTER_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
+                if plan is not None:
+                    joined(cfg, parl, plan, record, out)
                 runner = cluster.on_this_node(TaskRunnerV1)  # the run folder's writers (verl's file logger) here
                 # the run's own actors, held for the run: the recorder writes other nodes' episode records here
                 held = [start_recorder(run_dir)]
                 with failures.crashed_worker_named():  # however a dead worker's loss surfaced
-                    run_ppo(cfg, task_runner_class=runner)
+                    run_ppo(cfg if plan is None else plan.worker_cfg, task_runner_class=runner)
                 held.clear()
             finally:
                 with failures.signals_held():  # a second Ctrl-C must not leave Ray's processes behind
@@ -277,32 +292,25 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             steps.stop()
 
 
-def joined(cfg: DictConfig, parl: ParlConfig, out: IO[str]) -> None:
-    """On a joined cluster: say so on the console (with the ``ray_kwargs.ray_init`` keys it does not take), and
-    check that it holds the CPU profile's logical GPUs (raises :class:`ConfigError` naming the ``ray start`` flag)."""
-    import ray
+CLUSTER_FILE = "cluster.json"
+"""Where the run ran: the cluster's address and nodes, the run's Ray namespace, the assets sent along."""
 
-    from verl_parl.cli.cluster import ADDRESS_KEY, gpu_errors
 
-    address = OmegaConf.select(cfg, ADDRESS_KEY)
-    if address is None:
-        return
+def joined(cfg: DictConfig, parl: ParlConfig, plan: Any, record: dict[str, Any], out: IO[str]) -> None:
+    """On a joined cluster: say so on the console (what travelled with the run, the ``ray_kwargs.ray_init`` keys it
+    does not take), and run the start-up checks on every node (:func:`verl_parl.cli.cluster.check_joined`; raises
+    :class:`ConfigError`, every problem named with its key and node)."""
+    from verl_parl.cli.cluster import check_joined
+
     unused = unused_node_keys(cfg)
-    note = f"; not used: ray_kwargs.ray_init {', '.join(unused)}, declared by the nodes" if unused else ""
-    print(f"{console.PREFIX} joined the Ray cluster at {address}{note}", file=out, flush=True)
-    if parl.profile != "cpu":
-        return
-    serving = parl.swarm.subagent if parl.swarm is not None else None
-    on_engine = serving is not None and serving.mode == "dedicated" and serving.engine not in (None, "hf")
-    replicas = serving.instances if serving is not None and on_engine else 0
-    errors = gpu_errors(
-        ray.nodes(),
-        ray.available_resources().get("GPU", 0.0),
-        address=str(address),
-        per_node=int(cfg.trainer.n_gpus_per_node),
-        nnodes=int(cfg.trainer.nnodes),
-        frozen=replicas,
-    )
+    notes = [f"namespace {record['namespace']}", f"{len(record['nodes'])} node(s)"]
+    if record["assets_sent"]:
+        sent = ", ".join(record["assets_sent"])
+        notes.append(f"assets sent as Ray's working_dir ({record['assets_sent_bytes'] / 2**20:.1f} MiB): {sent}")
+    if unused:
+        notes.append(f"not used: ray_kwargs.ray_init {', '.join(unused)}, declared by the nodes")
+    print(f"{console.PREFIX} joined the Ray cluster at {record['address']}; {'; '.join(notes)}", file=out, flush=True)
+    errors = check_joined(cfg, parl, plan)
     if errors:
         raise ConfigError(errors)
 
