@@ -86,11 +86,13 @@ def test_staging_links_the_assets_and_rewrites_the_tool_config(tmp_path: Path) -
 
 
 def test_a_resolved_config_is_renamed_in_place(tmp_path: Path) -> None:
-    cfg = OmegaConf.create({"model": {"path": "/c/models/m"}, "files": ["/c/models/m/x", "/elsewhere"], "n": 3})
+    cfg = OmegaConf.create(
+        {"model": {"path": "/c/models/m", "name": "???"}, "files": ["/c/models/m/x", "/elsewhere"], "n": 3}
+    )
     OmegaConf.set_struct(cfg, True)
     relocate_config(cfg, {"/c/models/m": "parl_assets/models/m"})
     assert OmegaConf.to_container(cfg) == {
-        "model": {"path": "parl_assets/models/m"},
+        "model": {"path": "parl_assets/models/m", "name": "???"},
         "files": ["parl_assets/models/m/x", "/elsewhere"],
         "n": 3,
     }

@@ -10,7 +10,7 @@ from verl_parl.swarm.settings import SubagentServing, parse_swarm
 
 def test_no_placement_by_default() -> None:
     serving = SubagentServing()
-    assert (serving.resources, serving.label_selector) == ({}, {})
+    assert (serving.resources, serving.label_selector) == (None, None)
     assert serving.placement() == {}
 
 

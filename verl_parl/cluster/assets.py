@@ -119,10 +119,12 @@ def relocated(node: Any, moved: dict[str, str]) -> Any:
 
 def relocate_config(node: Any, moved: dict[str, str]) -> None:
     """Rename the moved assets in a resolved OmegaConf config in place (its flags and types kept)."""
-    from omegaconf import DictConfig, ListConfig
+    from omegaconf import DictConfig, ListConfig, OmegaConf
 
     keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
     for key in keys:
+        if OmegaConf.is_missing(node, key):  # verl's ??? values (e.g. an unused reward model's rollout name)
+            continue
         value = node[key]
         if isinstance(value, DictConfig | ListConfig):
             relocate_config(value, moved)

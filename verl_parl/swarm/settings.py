@@ -53,8 +53,8 @@ class SubagentServing:
     engine_options: dict[str, Any] = field(default_factory=dict)
     # parl.subagent.schedule, parsed (parse_swarm): the checkpoints the dedicated group serves from a step on
     schedule: tuple[CheckpointStage, ...] = IN_YAML
-    resources: dict[str, float] = IN_YAML  # Ray resources each dedicated hf server reserves (its node's)
-    label_selector: dict[str, str] = IN_YAML  # node labels each dedicated hf server's node carries
+    resources: dict[str, float] | None = IN_YAML  # Ray resources each dedicated hf server reserves (its node's)
+    label_selector: dict[str, str] | None = IN_YAML  # node labels each dedicated hf server's node carries
 
     def __post_init__(self) -> None:
         if self.temperature is not None and self.temperature < 0:

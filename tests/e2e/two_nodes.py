@@ -1,0 +1,166 @@
+"""A Ray cluster of two nodes on this machine, on 127.0.0.1 only, for the cluster tests (docs/cluster.md).
+
+``python tests/e2e/two_nodes.py FOLDER`` starts a head node (the trainer's logical GPUs) and a second node that
+declares the custom resource ``frozen`` (where the frozen group goes), each with its own Ray temp folder and its own
+``VERL_PARL_CACHE``, so that a worker of one node cannot read the other's files by accident. It writes
+``FOLDER/cluster.json`` (the address, each node's id and folders), then runs the two ``python -m
+verl_parl.main`` commands of :data:`RUNS` at once against it with ``ray_kwargs.ray_init.address`` set, while it
+samples the machine's TCP connections (``ss -tn``) and the run's named actors; it stops both nodes at the end
+(by their handles: ``ray.cluster_utils.Cluster.shutdown``) and exits 0 once both runs are done, whatever their
+outcome (the tests check it).
+
+Ray replaces a 127.0.0.1 cluster address by the machine's own address unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
+is in the environment of every process (and each node's address is 127.0.0.1): set here before ray is imported,
+and passed to the runs, which keep Ray on loopback for a loopback address themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FROZEN_RESOURCE = "frozen"
+HEAD_GPUS = 2  # one logical GPU for each run's trainer rank
+HEAD_CPUS = 16  # logical: actors are mostly idle, the OS shares the real cores
+SECOND_CPUS = 8
+RUN_TIMEOUT_S = 1500
+SAMPLE_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of the test cluster: its Ray node id, its Ray temp folder and its own asset cache."""
+
+    node_id: str
+    temp_dir: str
+    cache_dir: str
+
+
+def environment(cache_dir: Path) -> dict[str, str]:
+    """What a node's processes (and so its workers) see beyond the launching shell's environment."""
+    return {
+        "VERL_PARL_CACHE": str(cache_dir),
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+
+
+def start(folder: Path) -> tuple[Any, dict[str, Node]]:
+    """Start the head and the second node (each its own temp and cache folder); the cluster and its nodes."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from ray.cluster_utils import Cluster
+
+    nodes: dict[str, Node] = {}
+    common = {"node_ip_address": "127.0.0.1", "object_store_memory": 200 * 2**20, "include_log_monitor": True}
+    folders = {name: (folder / f"{name}-ray", folder / f"{name}-cache") for name in ("head", "second")}
+    for temp, cache in folders.values():
+        temp.mkdir(parents=True, exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
+    temp, cache = folders["head"]
+    cluster = Cluster(
+        initialize_head=True,
+        shutdown_at_exit=True,
+        head_node_args={
+            **common,
+            "num_cpus": HEAD_CPUS,
+            "num_gpus": HEAD_GPUS,
+            "include_dashboard": False,
+            "temp_dir": str(temp),
+            "env_vars": environment(cache),
+        },
+    )
+    nodes["head"] = Node(cluster.head_node.node_id, str(temp), str(cache))
+    temp, cache = folders["second"]
+    second = cluster.add_node(
+        **common,
+        num_cpus=SECOND_CPUS,
+        num_gpus=0,
+        resources={FROZEN_RESOURCE: 2},
+        temp_dir=str(temp),
+        env_vars=environment(cache),
+    )
+    nodes["second"] = Node(second.node_id, str(temp), str(cache))
+    return cluster, nodes
+
+
+def connections() -> list[str]:
+    """Established TCP connections of this machine whose ends are not both loopback addresses (``ss -tn``)."""
+    out = subprocess.run(["ss", "-Htn"], capture_output=True, text=True, timeout=30).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and not all(_loopback(end) for end in fields[3:5]):
+            found.append(line.strip())
+    return found
+
+
+def _loopback(end: str) -> bool:
+    host = end.rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
+    return host.startswith("127.") or host == "::1"
+
+
+def named_actors(address: str) -> list[dict[str, str]]:
+    """Every named actor of the cluster, with its namespace (a short-lived driver of its own)."""
+    code = (
+        "import json, ray; ray.init(address=%r, _node_ip_address='127.0.0.1', log_to_driver=False); "
+        "print(json.dumps(ray.util.list_named_actors(all_namespaces=True)))"
+    ) % address
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    return json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else []
+
+
+RUNS: dict[str, tuple[str, ...]] = {}
+"""The runs at once on the cluster, by name: ``main`` overrides (``tests/e2e/test_cluster_e2e.py`` declares them)."""
+
+
+def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
+    """Start the cluster, run ``runs`` at once against it, sample connections and actors, stop the cluster."""
+    cluster, nodes = start(folder)
+    address = cluster.address
+    info = {"address": address, "nodes": {name: vars(node) for name, node in nodes.items()}}
+    (folder / "cluster.json").write_text(json.dumps(info, indent=2))
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    samples: dict[str, Any] = {"outside_loopback": [], "named_actors": []}
+    try:
+        for name, overrides in runs.items():
+            path = folder / name
+            path.mkdir(parents=True, exist_ok=True)
+            command = [
+                sys.executable,
+                "-m",
+                "verl_parl.main",
+                f"parl.output_dir={path / 'run'}",
+                f"ray_kwargs.ray_init.address={address}",
+                *overrides,
+            ]
+            env = {**os.environ, **environment(Path(nodes["head"].cache_dir)), "OMP_NUM_THREADS": "1"}
+            with open(path / "stdout.log", "wb") as out, open(path / "stderr.log", "wb") as err:
+                processes[name] = subprocess.Popen(command, env=env, stdout=out, stderr=err)
+        began = time.monotonic()
+        while any(p.poll() is None for p in processes.values()) and time.monotonic() - began < RUN_TIMEOUT_S:
+            samples["outside_loopback"] += connections()
+            if not samples["named_actors"] and all((folder / n / "run" / "traces").exists() for n in runs):
+                samples["named_actors"] = named_actors(address)  # both runs are generating: their actors are up
+            time.sleep(SAMPLE_EVERY_S)
+        for name, process in processes.items():
+            if process.poll() is None:
+                process.kill()
+            (folder / name / "exit_code").write_text(str(process.wait(timeout=120)))
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+        (folder / "samples.json").write_text(json.dumps(samples, indent=2))
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1])
+    run_all(target, json.loads((target / "runs.json").read_text()))
