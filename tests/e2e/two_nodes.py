@@ -1,25 +1,27 @@
 """A Ray cluster of two nodes on this machine, on 127.0.0.1 only, for the cluster tests (docs/cluster.md).
 
-``python tests/e2e/two_nodes.py FOLDER`` starts a head node (the trainer's logical GPUs) and a second node that
-declares the custom resource ``frozen`` (where the frozen group goes), each with its own Ray temp folder and its own
+``python tests/e2e/two_nodes.py FOLDER`` starts a head node (the trainers' logical GPUs) and a second node that
+declares the custom resource ``frozen`` (where the frozen groups go), each with its own Ray temp folder and its own
 ``VERL_PARL_CACHE``, so that a worker of one node cannot read the other's files by accident. It writes
-``FOLDER/cluster.json`` (the address, each node's id and folders), then runs the two ``python -m
-verl_parl.main`` commands of :data:`RUNS` at once against it with ``ray_kwargs.ray_init.address`` set, while it
-samples the machine's TCP connections (``ss -tn``) and the run's named actors; it stops both nodes at the end
-(by their handles: ``ray.cluster_utils.Cluster.shutdown``) and exits 0 once both runs are done, whatever their
-outcome (the tests check it).
+``FOLDER/cluster.json`` (the address, each node's id and folders), then runs the ``python -m verl_parl.main``
+commands of ``FOLDER/runs.json`` (name -> overrides) at once against it, with ``ray_kwargs.ray_init.address`` set,
+while it samples the machine's TCP connections (``ss -tn``) and the runs' named actors. It stops both nodes at the
+end (by their handles: ``ray.cluster_utils.Cluster.shutdown``) and exits 0 once the runs are done, whatever their
+outcome (the tests check it: ``FOLDER/<name>/exit_code``, ``FOLDER/samples.json``).
 
 Ray replaces a 127.0.0.1 cluster address by the machine's own address unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
 is in the environment of every process (and each node's address is 127.0.0.1): set here before ray is imported,
-and passed to the runs, which keep Ray on loopback for a loopback address themselves.
+and in each node's and run's environment.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +60,10 @@ def start(folder: Path) -> tuple[Any, dict[str, Node]]:
 
     nodes: dict[str, Node] = {}
     common = {"node_ip_address": "127.0.0.1", "object_store_memory": 200 * 2**20, "include_log_monitor": True}
-    folders = {name: (folder / f"{name}-ray", folder / f"{name}-cache") for name in ("head", "second")}
+    # Ray's sockets live in its temp folder, and a socket's path is at most 107 bytes: a short folder of its own
+    short = Path(tempfile.mkdtemp(prefix="ray2n-", dir="/tmp"))
+    (folder / "ray_temp").write_text(str(short))
+    folders = {name: (short / name, folder / f"{name}-cache") for name in ("head", "second")}
     for temp, cache in folders.values():
         temp.mkdir(parents=True, exist_ok=True)
         cache.mkdir(parents=True, exist_ok=True)
@@ -89,9 +94,13 @@ def start(folder: Path) -> tuple[Any, dict[str, Node]]:
     return cluster, nodes
 
 
-def connections() -> list[str]:
-    """Established TCP connections of this machine whose ends are not both loopback addresses (``ss -tn``)."""
-    out = subprocess.run(["ss", "-Htn"], capture_output=True, text=True, timeout=30).stdout
+def connections() -> list[str] | None:
+    """Established TCP connections of this machine whose ends are not both loopback addresses (``ss -tn``); None
+    when ``ss`` did not answer in time (a busy machine)."""
+    try:
+        out = subprocess.run(["ss", "-Htn"], check=False, capture_output=True, text=True, timeout=60).stdout
+    except subprocess.TimeoutExpired:
+        return None
     found = []
     for line in out.splitlines():
         fields = line.split()
@@ -108,16 +117,16 @@ def _loopback(end: str) -> bool:
 def named_actors(address: str) -> list[dict[str, str]]:
     """Every named actor of the cluster, with its namespace (a short-lived driver of its own)."""
     code = (
-        "import json, ray; ray.init(address=%r, _node_ip_address='127.0.0.1', log_to_driver=False); "
+        f"import json, ray; ray.init(address={address!r}, _node_ip_address='127.0.0.1', log_to_driver=False); "
         "print(json.dumps(ray.util.list_named_actors(all_namespaces=True)))"
-    ) % address
+    )
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    command = [sys.executable, "-c", code]
+    try:
+        result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=180, env=env)
+    except subprocess.TimeoutExpired:
+        return []  # sampled again at the next look
     return json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else []
-
-
-RUNS: dict[str, tuple[str, ...]] = {}
-"""The runs at once on the cluster, by name: ``main`` overrides (``tests/e2e/test_cluster_e2e.py`` declares them)."""
 
 
 def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
@@ -127,7 +136,7 @@ def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
     info = {"address": address, "nodes": {name: vars(node) for name, node in nodes.items()}}
     (folder / "cluster.json").write_text(json.dumps(info, indent=2))
     processes: dict[str, subprocess.Popen[bytes]] = {}
-    samples: dict[str, Any] = {"outside_loopback": [], "named_actors": []}
+    samples: dict[str, Any] = {"outside_loopback": [], "named_actors": [], "connection_samples": 0}
     try:
         for name, overrides in runs.items():
             path = folder / name
@@ -145,7 +154,10 @@ def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
                 processes[name] = subprocess.Popen(command, env=env, stdout=out, stderr=err)
         began = time.monotonic()
         while any(p.poll() is None for p in processes.values()) and time.monotonic() - began < RUN_TIMEOUT_S:
-            samples["outside_loopback"] += connections()
+            found = connections()
+            if found is not None:
+                samples["outside_loopback"] += found
+                samples["connection_samples"] += 1
             if not samples["named_actors"] and all((folder / n / "run" / "traces").exists() for n in runs):
                 samples["named_actors"] = named_actors(address)  # both runs are generating: their actors are up
             time.sleep(SAMPLE_EVERY_S)
@@ -159,6 +171,7 @@ def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
                 process.kill()
         (folder / "samples.json").write_text(json.dumps(samples, indent=2))
         cluster.shutdown()
+        shutil.rmtree(Path((folder / "ray_temp").read_text()), ignore_errors=True)
 
 
 if __name__ == "__main__":
