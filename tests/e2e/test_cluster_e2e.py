@@ -124,7 +124,7 @@ def test_two_runs_share_the_cluster_each_with_its_own_frozen_group(cluster: Clus
     cluster.finished("arithmetic")
     namespaces = {name: json.loads((cluster.run_dir(name) / "cluster.json").read_text())["namespace"] for name in RUNS}
     assert len(set(namespaces.values())) == 2
-    actors = cluster.samples["named_actors"]  # taken while both runs ran
+    actors = cluster.samples["named_actors"]  # every named actor seen while the runs ran
     for namespace in namespaces.values():
         mine = {actor["name"] for actor in actors if actor["namespace"] == namespace}
         assert {"parl_frozen_0", "TransferQueueController", "parl_run_recorder"} <= mine

@@ -5,9 +5,9 @@ declares the custom resource ``frozen`` (where the frozen groups go), each with 
 ``VERL_PARL_CACHE``, so that a worker of one node cannot read the other's files by accident. It writes
 ``FOLDER/cluster.json`` (the address, each node's id and folders), then runs the ``python -m verl_parl.main``
 commands of ``FOLDER/runs.json`` (name -> overrides) at once against it, with ``ray_kwargs.ray_init.address`` set,
-while it samples the machine's TCP connections (``ss -tn``) and the runs' named actors. It stops both nodes at the
-end (by their handles: ``ray.cluster_utils.Cluster.shutdown``) and exits 0 once the runs are done, whatever their
-outcome (the tests check it: ``FOLDER/<name>/exit_code``, ``FOLDER/samples.json``).
+while it samples the machine's TCP connections (``ss -tn``) and, connected itself, the runs' named actors. It
+stops both nodes at the end (by their handles: ``ray.cluster_utils.Cluster.shutdown``) and exits 0 once the runs are
+done, whatever their outcome (the tests check it: ``FOLDER/<name>/exit_code``, ``FOLDER/samples.json``).
 
 Ray replaces a 127.0.0.1 cluster address by the machine's own address unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
 is in the environment of every process (and each node's address is 127.0.0.1): set here before ray is imported,
@@ -33,6 +33,8 @@ HEAD_CPUS = 16  # logical: actors are mostly idle, the OS shares the real cores
 SECOND_CPUS = 8
 RUN_TIMEOUT_S = 1500
 SAMPLE_EVERY_S = 5.0
+ACTORS_EVERY_S = 30.0
+WORKER_REGISTER_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ def start(folder: Path) -> tuple[Any, dict[str, Node]]:
             "num_gpus": HEAD_GPUS,
             "include_dashboard": False,
             "temp_dir": str(temp),
+            # two runs start ~30 worker processes at once at a low priority: give each more than Ray's 60 s to register
+            "_system_config": {"worker_register_timeout_seconds": WORKER_REGISTER_TIMEOUT_S},
             "env_vars": environment(cache),
         },
     )
@@ -114,25 +118,20 @@ def _loopback(end: str) -> bool:
     return host.startswith("127.") or host == "::1"
 
 
-def named_actors(address: str) -> list[dict[str, str]]:
-    """Every named actor of the cluster, with its namespace (a short-lived driver of its own)."""
-    code = (
-        f"import json, ray; ray.init(address={address!r}, _node_ip_address='127.0.0.1', log_to_driver=False); "
-        "print(json.dumps(ray.util.list_named_actors(all_namespaces=True)))"
-    )
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    command = [sys.executable, "-c", code]
-    try:
-        result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=180, env=env)
-    except subprocess.TimeoutExpired:
-        return []  # sampled again at the next look
-    return json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else []
+def named_actors() -> list[dict[str, str]]:
+    """Every named actor of the cluster this process is connected to, with its namespace."""
+    import ray
+
+    return list(ray.util.list_named_actors(all_namespaces=True))
 
 
 def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
     """Start the cluster, run ``runs`` at once against it, sample connections and actors, stop the cluster."""
+    import ray
+
     cluster, nodes = start(folder)
     address = cluster.address
+    ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False, namespace="two_nodes_observer")
     info = {"address": address, "nodes": {name: vars(node) for name, node in nodes.items()}}
     (folder / "cluster.json").write_text(json.dumps(info, indent=2))
     processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -152,14 +151,17 @@ def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
             env = {**os.environ, **environment(Path(nodes["head"].cache_dir)), "OMP_NUM_THREADS": "1"}
             with open(path / "stdout.log", "wb") as out, open(path / "stderr.log", "wb") as err:
                 processes[name] = subprocess.Popen(command, env=env, stdout=out, stderr=err)
-        began = time.monotonic()
+        began = looked = time.monotonic()
+        seen: dict[tuple[str, str], dict[str, str]] = {}
         while any(p.poll() is None for p in processes.values()) and time.monotonic() - began < RUN_TIMEOUT_S:
             found = connections()
             if found is not None:
                 samples["outside_loopback"] += found
                 samples["connection_samples"] += 1
-            if not samples["named_actors"] and all((folder / n / "run" / "traces").exists() for n in runs):
-                samples["named_actors"] = named_actors(address)  # both runs are generating: their actors are up
+            if time.monotonic() - looked > ACTORS_EVERY_S:  # every named actor seen while the runs ran
+                looked = time.monotonic()
+                seen.update({(a["namespace"], a["name"]): a for a in named_actors()})
+                samples["named_actors"] = list(seen.values())
             time.sleep(SAMPLE_EVERY_S)
         for name, process in processes.items():
             if process.poll() is None:
@@ -170,6 +172,7 @@ def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
             if process.poll() is None:
                 process.kill()
         (folder / "samples.json").write_text(json.dumps(samples, indent=2))
+        ray.shutdown()
         cluster.shutdown()
         shutil.rmtree(Path((folder / "ray_temp").read_text()), ignore_errors=True)
 
