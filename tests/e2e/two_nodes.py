@@ -127,6 +127,7 @@ def named_actors() -> list[dict[str, str]]:
 
 def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
     """Start the cluster, run ``runs`` at once against it, sample connections and actors, stop the cluster."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before ray is imported: it reads it then
     import ray
 
     cluster, nodes = start(folder)
