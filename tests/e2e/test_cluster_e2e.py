@@ -115,6 +115,10 @@ def test_the_default_task_trains_across_two_nodes(cluster: Cluster) -> None:
     where = json.loads((cluster.run_dir("fanout") / "cluster.json").read_text())
     assert {Path(name).parent.name for name in where["assets_sent"]} == {"models", "data"}
     assert where["driver_node"] == head["node_id"] and len(where["nodes"]) == 2
+    # the trainer on the head: its ranks take logical GPUs, which only the head declares (the TaskRunner goes to
+    # the driver's node)
+    gpus = {node["id"]: node["resources"].get("GPU", 0) for node in where["nodes"]}
+    assert gpus == {head["node_id"]: 2.0, second["node_id"]: 0}
     assert not any(Path(second["cache_dir"]).iterdir())
     assert cluster.samples["connection_samples"] > 0 and cluster.samples["outside_loopback"] == []
 

@@ -33,7 +33,6 @@ HEAD_CPUS = 16  # logical: actors are mostly idle, the OS shares the real cores
 SECOND_CPUS = 8
 RUN_TIMEOUT_S = 1500
 SAMPLE_EVERY_S = 5.0
-ACTORS_EVERY_S = 30.0
 WORKER_REGISTER_TIMEOUT_S = 600
 
 
@@ -48,11 +47,10 @@ class Node:
 
 def environment(cache_dir: Path) -> dict[str, str]:
     """What a node's processes (and so its workers) see beyond the launching shell's environment."""
-    return {
-        "VERL_PARL_CACHE": str(cache_dir),
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-    }
+    env = {"VERL_PARL_CACHE": str(cache_dir), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    if os.environ.get("PYTHONPATH"):  # a checkout that is not the installed one (its workers must import it)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 def start(folder: Path) -> tuple[Any, dict[str, Node]]:
@@ -119,10 +117,14 @@ def _loopback(end: str) -> bool:
 
 
 def named_actors() -> list[dict[str, str]]:
-    """Every named actor of the cluster this process is connected to, with its namespace."""
+    """Every named actor of the cluster this process is connected to, with its namespace ([] when the cluster did
+    not answer: sampled again at the next look)."""
     import ray
 
-    return list(ray.util.list_named_actors(all_namespaces=True))
+    try:
+        return list(ray.util.list_named_actors(all_namespaces=True))
+    except Exception:  # noqa: BLE001 - Ray's errors vary; a sample is skipped, never fatal
+        return []
 
 
 def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
@@ -152,17 +154,15 @@ def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
             env = {**os.environ, **environment(Path(nodes["head"].cache_dir)), "OMP_NUM_THREADS": "1"}
             with open(path / "stdout.log", "wb") as out, open(path / "stderr.log", "wb") as err:
                 processes[name] = subprocess.Popen(command, env=env, stdout=out, stderr=err)
-        began = looked = time.monotonic()
+        began = time.monotonic()
         seen: dict[tuple[str, str], dict[str, str]] = {}
         while any(p.poll() is None for p in processes.values()) and time.monotonic() - began < RUN_TIMEOUT_S:
             found = connections()
             if found is not None:
                 samples["outside_loopback"] += found
                 samples["connection_samples"] += 1
-            if time.monotonic() - looked > ACTORS_EVERY_S:  # every named actor seen while the runs ran
-                looked = time.monotonic()
-                seen.update({(a["namespace"], a["name"]): a for a in named_actors()})
-                samples["named_actors"] = list(seen.values())
+            seen.update({(a["namespace"], a["name"]): a for a in named_actors()})  # every one seen while they ran
+            samples["named_actors"] = list(seen.values())
             time.sleep(SAMPLE_EVERY_S)
         for name, process in processes.items():
             if process.poll() is None:
