@@ -54,7 +54,8 @@ def test_digest_changes_exactly_at_the_switch_step(checkpoints: tuple[str, str],
         assert trainer._frozen_checkpoint_index == (1 if step >= SWITCH_STEP else 0)
         seen.append(digests(2))
         metrics = frozen_group_metrics(first_digests)
-        assert metrics == {"parl/frozen/instances": 2.0, "parl/frozen/weights_changed": 0.0}
+        frozen = {"parl/frozen/instances": 2.0, "parl/frozen/requests": 0.0, "parl/frozen/weights_changed": 0.0}
+        assert metrics == frozen
     assert seen[0][0] == seen[0][1]  # both servers serve the same checkpoint
     changes = [step for step in range(1, 6) if seen[step] != seen[step - 1]]
     assert changes == [SWITCH_STEP]
@@ -64,6 +65,7 @@ def test_digest_changes_exactly_at_the_switch_step(checkpoints: tuple[str, str],
     assert ray.get(actor.checkpoint_path.remote()) == large
     out = ray.get(actor.generate.remote(prompt_ids=PROMPT, sampling_params={"temperature": 0.0}, request_id="x"))
     assert len(out.token_ids) >= 1
+    assert frozen_group_metrics(first_digests)["parl/frozen/requests"] == 1.0  # the group served that one
     with pytest.raises(ray.exceptions.RayTaskError, match="frozen"):
         ray.get(actor.update_weights.remote([("model.norm.weight", torch.zeros(32))]))
     assert digests(2) == seen[-1]

@@ -55,13 +55,15 @@ class Trigger(Protocol):
 class RunSpec:
     """What a shared run runs: ``main`` with ``overrides``, or ``command`` (an example's script, a wrapper),
     with ``env`` added to the environment. ``resumes``: the shared run whose folder this one continues in
-    (it starts after that one has finished). ``trigger``: how to break it, if it is to be broken."""
+    (it starts after that one has finished). ``trigger``: how to break it, if it is to be broken. ``slots``: how
+    many of the pool's ``width`` it takes (one taking more than the width starts alone)."""
 
     overrides: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     resumes: str | None = None
     trigger: Trigger | None = None
+    slots: int = 1  # runs' worth of the machine it takes (a command that runs two mains at once: 2)
 
 
 SHARED_RUNS: dict[str, Callable[[Path], RunSpec]] = {}
@@ -285,9 +287,10 @@ class RunPool:
                 if launch.error is not None:
                     self.errors[name] = launch.error
         for name in list(self.queue):
-            if len(self.running) >= self.width:
-                break
             spec = self.specs.get(name)
+            used = sum(launch.spec.slots for launch in self.running.values())
+            if used >= self.width or (spec is not None and self.running and used + spec.slots > self.width):
+                break
             if spec is None or name in self.running or name in self.done:
                 self.queue.remove(name)
             elif spec.resumes is None or spec.resumes in self.done:

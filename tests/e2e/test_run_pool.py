@@ -152,3 +152,18 @@ def test_a_run_gets_the_lower_priority_once_due(pool: PoolMaker) -> None:
     assert nice == str(target)
     if group:  # the kernel's per-session scheduling group: its niceness is what counts against other sessions
         assert group.endswith(f"nice {target}")
+
+
+def test_a_run_of_two_slots_runs_alone(pool: PoolMaker) -> None:
+    """A command that runs two ``main`` runs at once (the cluster test's) takes the pool's whole width."""
+    quick = lambda path: python("import time; time.sleep(0.3)")  # noqa: E731 - a spec per name
+    specs = {"a": quick, "b": quick, "pair": lambda path: RunSpec(command=python("pass").command, slots=2)}
+    runs = pool(specs, ["a", "pair", "b"])
+    for name in ("a", "pair", "b"):
+        assert runs.result(name).result.returncode == 0
+    slots = {"a": 1, "b": 1, "pair": 2}
+    used = 0
+    for event, name in runs.events:
+        used += slots[name] if event == "start" else -slots[name]
+        assert used <= 2
+    assert runs.events.index(("start", "pair")) > runs.events.index(("done", "a"))

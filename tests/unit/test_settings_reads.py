@@ -92,6 +92,7 @@ def test_every_component_section_has_a_settings_module() -> None:
     from verl_parl.settings.sections import SECTIONS
 
     owners = {
+        "cluster": "cluster/settings.py",
         "embedded": "cli/config.py",
         "swarm": "swarm/settings.py",
         "subagent": "swarm/settings.py",

@@ -26,6 +26,7 @@ from verl_parl.trainer.modes import trainer_mode_errors
 if TYPE_CHECKING:
     from verl_parl.agents.settings import ResearcherSettings
     from verl_parl.chat.settings import LoopStop
+    from verl_parl.cluster.settings import ClusterSettings
     from verl_parl.context.settings import ContextSettings
     from verl_parl.partial_rollout.settings import PartialRolloutSettings
     from verl_parl.rewards.settings import ParlRewardConfig
@@ -119,6 +120,7 @@ class ParlConfig:
     partial_rollout: PartialRolloutSettings | None = None
     loop_stop: LoopStop | None = None
     tools: dict[str, ToolSettings] | None = None
+    cluster: ClusterSettings | None = None
 
     def __post_init__(self) -> None:
         errors: list[str] = []
@@ -248,9 +250,10 @@ def check_profile(cfg: DictConfig) -> list[str]:
         _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 on the CPU profile")
     ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
     gpus = OmegaConf.select(cfg, "ray_kwargs.ray_init.num_gpus")
+    joining = OmegaConf.select(cfg, "ray_kwargs.ray_init.address") is not None  # its nodes' GPUs: checked on joining
     _check(
         errors,
-        gpus is not None and gpus >= ranks,
+        joining or (gpus is not None and gpus >= ranks),
         f"ray_kwargs.ray_init.num_gpus: {gpus} logical GPUs cannot hold trainer.n_gpus_per_node*nnodes={ranks} ranks",
     )
     return errors
@@ -407,11 +410,13 @@ def _same_kind(default: Any, value: Any) -> bool:
 def parse_settings(cfg: DictConfig) -> ParlConfig:
     """Every setting of ``parl`` parsed from ``cfg``: :class:`ParlConfig` (its own keys, ``embedded``, ``reward``)
     with each component's settings (``swarm`` with ``subagent``, ``context``, ``researcher``, ``traces``,
-    ``partial_rollout``, ``loop_stop``, ``tools``), registered names checked too. One :class:`ConfigError` lists
-    every problem of every section. The driver calls it once on the resolved config (:func:`hand_over` gives the
-    result to the workers), after a check of the same on the config without its assets built."""
+    ``partial_rollout``, ``loop_stop``, ``tools``, ``cluster``), registered names checked too. One
+    :class:`ConfigError` lists every problem of every section. The driver calls it once on the resolved config
+    (:func:`hand_over` gives the result to the workers), after a check of the same on the config without its assets
+    built."""
     from verl_parl.agents.settings import parse_researcher
     from verl_parl.chat.settings import parse_loop_stop
+    from verl_parl.cluster.settings import parse_cluster
     from verl_parl.context.settings import checked_context
     from verl_parl.partial_rollout.settings import parse_partial_rollout
     from verl_parl.swarm.settings import BUDGET_DEFAULT, parse_swarm
@@ -436,6 +441,7 @@ def parse_settings(cfg: DictConfig) -> ParlConfig:
         "partial_rollout": lambda: parse_partial_rollout(sections["partial_rollout"]),
         "loop_stop": lambda: parse_loop_stop(sections["loop_stop"]),
         "tools": lambda: checked_tools(sections["tools"], used_tools(sections)),
+        "cluster": lambda: parse_cluster(sections["cluster"]),
     }
     parts: dict[str, Any] = {}
     for name, build in builders.items():
@@ -467,10 +473,13 @@ def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
 def add_frozen_replica_gpus(cfg: DictConfig, parl: ParlConfig, overrides: list[str]) -> None:
     """On the CPU profile, one more logical GPU (``ray_kwargs.ray_init.num_gpus``) per dedicated frozen replica on
     vLLM or SGLang: verl starts each replica in a resource pool of its own (logical) GPUs, and the profile's
-    count holds the trainer's ranks only. A count given on the command line is kept."""
+    count holds the trainer's ranks only. A count given on the command line is kept; a joined cluster's count is
+    its nodes'."""
     serving = parl.swarm.subagent if parl.swarm is not None else None
     if parl.profile != "cpu" or serving is None or serving.mode != "dedicated" or serving.engine in (None, "hf"):
         return
+    if OmegaConf.select(cfg, "ray_kwargs.ray_init.address") is not None:
+        return  # a joined cluster's GPUs are its nodes' (verl_parl.cli.cluster.gpu_errors checks them)
     if any(override.lstrip("+~").startswith("ray_kwargs.ray_init.num_gpus") for override in overrides):
         return
     ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes

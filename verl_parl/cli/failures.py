@@ -12,6 +12,7 @@ Ctrl-C (``KeyboardInterrupt``)             ``interrupted (SIGINT)``             
 SIGTERM (:func:`exit_on_sigterm`)          ``terminated (SIGTERM)``                         143
 a write failed: disk or quota full         ``the disk of the run folder <path> is full``     1
 a Ray worker's process died                ``a Ray worker died: <class> (pid <n>)``          1
+a start-up check of the cluster failed     ``invalid config:`` and each problem              2
 anything else                              ``training failed: <type>: <first line>``         1
 =========================================  ==============================================  ====
 """
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl_parl.settings.errors import first_line
+from verl_parl.settings.errors import ConfigError, first_line
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 ACTOR_DIED = ("ActorDiedError", "ActorUnavailableError", "WorkerCrashedError")  # Ray's, by name
@@ -72,12 +73,9 @@ def describe(exc: BaseException, run_dir: Path) -> Failure:
             return Failure("terminated (SIGTERM); Ray and every worker process were stopped", 128 + signal.SIGTERM)
         return Failure(f"stopped (exit code {code})", code or 1)
     chain = list(causes(exc))
-    for cause in chain:
-        if isinstance(cause, OSError) and cause.errno in DISK_FULL:
-            return Failure(disk_full_message(cause, run_dir), 1)
-    for cause in chain:
-        if isinstance(cause, WorkerDiedError) or type(cause).__name__ in ACTOR_DIED:
-            return Failure(f"a Ray worker died: {_worker(cause)}{first_line(cause)}", 1)
+    known = _known_cause(chain, run_dir)
+    if known is not None:
+        return known
     root = chain[-1]
     error = f"{type(root).__name__}: {first_line(root)}"
     # a writer can hide a full disk's OSError (torch.save: "unexpected pos 128 vs 0")
@@ -85,6 +83,20 @@ def describe(exc: BaseException, run_dir: Path) -> Failure:
     return Failure(
         f"{full}: {os.strerror(errno.ENOSPC)} ({error})" if _nearly_full(run_dir) else f"training failed: {error}", 1
     )
+
+
+def _known_cause(chain: list[BaseException], run_dir: Path) -> Failure | None:
+    """A start-up check of the cluster that failed, a full disk, or a dead worker behind the chain, in that order."""
+    for cause in chain:
+        if isinstance(cause, ConfigError):  # a start-up check of the cluster (verl_parl.cli.cluster)
+            return Failure(str(cause), 2)
+    for cause in chain:
+        if isinstance(cause, OSError) and cause.errno in DISK_FULL:
+            return Failure(disk_full_message(cause, run_dir), 1)
+    for cause in chain:
+        if isinstance(cause, WorkerDiedError) or type(cause).__name__ in ACTOR_DIED:
+            return Failure(f"a Ray worker died: {_worker(cause)}{first_line(cause)}", 1)
+    return None
 
 
 def _nearly_full(path: Path) -> bool:

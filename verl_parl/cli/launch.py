@@ -7,6 +7,8 @@ import hashlib
 import json
 import math
 import os
+import secrets
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -159,8 +161,11 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def ray_init_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Keyword arguments for a private, loopback-only Ray cluster running verl's workers.
+def ray_init_kwargs(cfg: DictConfig, run_dir: Path, namespace: str | None = None) -> dict[str, Any]:
+    """Keyword arguments of ``ray.init``: a private, loopback-only Ray cluster running verl's workers, or the
+    existing cluster ``ray_kwargs.ray_init.address`` names (:mod:`verl_parl.cli.cluster`), joined without the
+    keys that describe a node (:data:`~verl_parl.cli.cluster.NODE_KEYS`: a cluster's nodes declare those).
+    ``namespace``: the run's Ray namespace, unless ``ray_kwargs.ray_init.namespace`` names one.
 
     On the CPU profile every worker starts with ``OMP_NUM_THREADS`` = the usable cores: Ray would force 1
     on actors that reserve no CPU, which leaves verl's trainer worker on one core while it computes log-probs
@@ -170,46 +175,80 @@ def ray_init_kwargs(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
+    from verl_parl.cli.cluster import NODE_KEYS, PRIVATE_KEYS, is_loopback
+
+    user = OmegaConf.to_container(cfg.ray_kwargs.get("ray_init", {}), resolve=True) or {}
+    assert isinstance(user, dict)
+    address = user.pop("address", None)
     runtime_env = OmegaConf.to_container(OmegaConf.create(get_ppo_ray_runtime_env(cfg)), resolve=True)
     assert isinstance(runtime_env, dict)
     env_vars = runtime_env.setdefault("env_vars", {})
     env_vars["TRANSFER_QUEUE_ENABLE"] = "1"
     env_vars["VERL_FILE_LOGGER_PATH"] = str(run_dir / VERL_METRICS_FILE)
-    for key in (
-        "VERL_PLATFORM",
-        "VERL_PARL_BLOCK_PLUGINS",
-        "VERL_PARL_TRACE_HOOKS",
-        "HF_HUB_OFFLINE",
-        "VERL_PARL_CACHE",
-        "TQ_NUM_THREADS",
-    ):
-        if os.environ.get(key) is not None:
-            env_vars[key] = os.environ[key]
+    # the driver's asset cache only on its own cluster: a joined cluster's nodes each have their own
+    passed = (*FORWARDED_ENV, "VERL_PARL_CACHE") if address is None else FORWARDED_ENV
+    env_vars.update({key: os.environ[key] for key in passed if os.environ.get(key) is not None})
     if cfg.parl.profile == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         env_vars["OMP_NUM_THREADS"] = str(usable_cores())
-    user = OmegaConf.to_container(cfg.ray_kwargs.get("ray_init", {}), resolve=True) or {}
-    assert isinstance(user, dict)
     user_env = user.pop("runtime_env", None) or {}
     merged_env = OmegaConf.to_container(OmegaConf.merge(runtime_env, user_env), resolve=True)
     assert isinstance(merged_env, dict)
     # Ray wants strings; a command-line override such as `env_vars.OMP_NUM_THREADS=2` arrives as an int.
     merged_env["env_vars"] = {key: str(value) for key, value in (merged_env.get("env_vars") or {}).items()}
-    return {
-        **{k: v for k, v in user.items() if v is not None},
-        "runtime_env": merged_env,
-        "address": "local",
-        "_node_ip_address": "127.0.0.1",
-        "include_dashboard": False,
-        "dashboard_host": "127.0.0.1",
-        "log_to_driver": True,
-    }
+    kwargs = {k: v for k, v in user.items() if v is not None}
+    kwargs.update(runtime_env=merged_env, log_to_driver=True)
+    if namespace is not None:
+        kwargs.setdefault("namespace", namespace)
+    if address is None:
+        return {
+            **kwargs,
+            "address": "local",
+            "_node_ip_address": "127.0.0.1",
+            "include_dashboard": False,
+            "dashboard_host": "127.0.0.1",
+        }
+    for key in (*NODE_KEYS, *PRIVATE_KEYS):
+        kwargs.pop(key, None)
+    if is_loopback(address):  # a cluster of this machine's nodes: the driver stays on loopback too
+        kwargs.setdefault("_node_ip_address", "127.0.0.1")
+    return {**kwargs, "address": address}
+
+
+def run_namespace(run_dir: Path) -> str:
+    """The run's own Ray namespace, ``verl_parl_<run folder name>_<8 hex digits>``: every named actor of the run
+    (the frozen group, the policy's servers, verl's workers, TransferQueue's controller) is created and looked up
+    in it, so runs that share a cluster never find each other's."""
+    return f"verl_parl_{run_dir.name}_{secrets.token_hex(4)}"
+
+
+FORWARDED_ENV = (
+    "VERL_PLATFORM",
+    "VERL_PARL_BLOCK_PLUGINS",
+    "VERL_PARL_TRACE_HOOKS",
+    "HF_HUB_OFFLINE",
+    "TQ_NUM_THREADS",
+)
+"""The driver's environment variables every Ray worker of the run gets."""
+
+
+def unused_node_keys(cfg: DictConfig) -> list[str]:
+    """The ``ray_kwargs.ray_init`` keys set for a node Ray would start, which a joined cluster does not take
+    (each with the ``ray start`` flag that declares it on the cluster's nodes)."""
+    from verl_parl.cli.cluster import NODE_KEYS
+
+    init = cfg.ray_kwargs.get("ray_init", {}) or {}
+    if init.get("address") is None:
+        return []
+    return [f"{key} ({flag})" for key, flag in NODE_KEYS.items() if init.get(key) is not None]
 
 
 def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
-    """Start a private Ray cluster, run verl's v1 trainer, and always shut the cluster down.
+    """Start a private Ray cluster (or join the one ``ray_kwargs.ray_init.address`` names), run verl's v1 trainer
+    with its TaskRunner on this node, and always shut the private cluster down (or leave the joined one).
 
-    Meanwhile the console shows one line per step (:mod:`verl_parl.cli.console`); everything Ray, verl and
-    the workers print goes to ``<run_dir>/console.log``."""
+    On a joined cluster the assets the workers read travel with the run and every node is checked first
+    (:mod:`verl_parl.cli.cluster`). Meanwhile the console shows one line per step (:mod:`verl_parl.cli.console`);
+    everything Ray, verl and the workers print goes to ``<run_dir>/console.log``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(without_handover(cfg), run_dir / "resolved_config.yaml")
     total = OmegaConf.select(cfg, "trainer.total_training_steps")
@@ -220,16 +259,60 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             import ray
             from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
-            ray.init(**ray_init_kwargs(cfg, run_dir))
+            from verl_parl.cli import cluster
+            from verl_parl.traces.recorder import start_recorder
+
+            address = OmegaConf.select(cfg, cluster.ADDRESS_KEY)
+            namespace = run_namespace(run_dir)
+            plan = cluster.plan_join(cfg, parl, namespace) if address is not None else None
+            kwargs = ray_init_kwargs(cfg, run_dir, namespace=namespace)
+            if plan is not None and plan.shipment is not None:
+                kwargs["runtime_env"]["working_dir"] = str(plan.shipment.folder)
+            try:
+                ray.init(**kwargs)
+            finally:
+                if plan is not None and plan.shipment is not None:  # uploaded by ray.init (or not needed)
+                    shutil.rmtree(plan.shipment.folder, ignore_errors=True)
             failures.exit_on_sigterm()  # ray.init replaced it with one that exits before the run's reports
             try:
+                record = cluster.cluster_record(address, namespace, plan)
+                write_atomic(run_dir / CLUSTER_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
+                if plan is not None:
+                    joined(cfg, parl, plan, record, out)
+                runner = cluster.on_this_node(TaskRunnerV1)  # the run folder's writers (verl's file logger) here
+                # the run's own actors, held for the run: the recorder writes other nodes' episode records here
+                held = [start_recorder(run_dir)]
                 with failures.crashed_worker_named():  # however a dead worker's loss surfaced
-                    run_ppo(cfg, task_runner_class=TaskRunnerV1)
+                    run_ppo(cfg if plan is None else plan.worker_cfg, task_runner_class=runner)
+                held.clear()
             finally:
                 with failures.signals_held():  # a second Ctrl-C must not leave Ray's processes behind
                     ray.shutdown()
         finally:
             steps.stop()
+
+
+CLUSTER_FILE = "cluster.json"
+"""Where the run ran: the cluster's address and nodes, the run's Ray namespace, the assets sent along."""
+
+
+def joined(cfg: DictConfig, parl: ParlConfig, plan: Any, record: dict[str, Any], out: IO[str]) -> None:
+    """On a joined cluster: say so on the console (what travelled with the run, the ``ray_kwargs.ray_init`` keys it
+    does not take), and run the start-up checks on every node (:func:`verl_parl.cli.cluster.check_joined`; raises
+    :class:`ConfigError`, every problem named with its key and node)."""
+    from verl_parl.cli.cluster import check_joined
+
+    unused = unused_node_keys(cfg)
+    notes = [f"namespace {record['namespace']}", f"{len(record['nodes'])} node(s)"]
+    if record["assets_sent"]:
+        sent = ", ".join(record["assets_sent"])
+        notes.append(f"assets sent as Ray's working_dir ({record['assets_sent_bytes'] / 2**20:.1f} MiB): {sent}")
+    if unused:
+        notes.append(f"not used: ray_kwargs.ray_init {', '.join(unused)}, declared by the nodes")
+    print(f"{console.PREFIX} joined the Ray cluster at {record['address']}; {'; '.join(notes)}", file=out, flush=True)
+    errors = check_joined(cfg, parl, plan)
+    if errors:
+        raise ConfigError(errors)
 
 
 def prepare_run_folder(cfg: DictConfig, run_dir: Path) -> int | None:

@@ -6,8 +6,9 @@ The order matters and is the point of this module:
    imported anywhere, so verl's plugin hook activates the CPU backend in every process;
 2. compose verl's ``ppo_trainer`` config with ours (Hydra), resolve it (building cached assets);
 3. load verl-parl's plugins and validate everything, reporting all errors at once;
-4. only then start a private Ray cluster on loopback, run verl's ``TaskRunnerV1``, and tear Ray
-   down on every exit path;
+4. only then start a private Ray cluster on loopback (or join the one ``ray_kwargs.ray_init.address`` or
+   ``$RAY_ADDRESS`` names: :mod:`verl_parl.cli.cluster`), run verl's ``TaskRunnerV1``, and tear Ray down (or
+   leave the joined cluster) on every exit path;
 5. write the run folder's ``metrics.jsonl`` and ``summary.json``, also when training stopped early
    (Ctrl-C, SIGTERM, a dead worker, a full disk), then say in one line why it stopped and exit non-zero
    (:mod:`verl_parl.cli.failures`).
@@ -81,12 +82,14 @@ def choose_profile(argv: list[str]) -> tuple[str, list[str]]:
     return profile, [*argv, f"profile={profile}"]
 
 
-def prepare_environment(profile: str) -> None:
-    """Process environment that must be in place before verl or Ray is imported."""
+def prepare_environment(profile: str, address: str | None = None) -> None:
+    """Process environment that must be in place before verl or Ray is imported. ``address``: the Ray cluster
+    the run joins (:func:`verl_parl.cli.cluster.with_ray_address`), None for a private one on 127.0.0.1."""
+    from verl_parl.cli.cluster import ray_environment
+
     if profile == "cpu":
         os.environ["VERL_PLATFORM"] = "cpu"
-    os.environ.pop("RAY_ADDRESS", None)  # always a private cluster, never a user's running one
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray_environment(address, os.environ)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1" if profile == "cpu" else os.environ.get("HF_HUB_OFFLINE", "0"))
     os.environ.setdefault("TQ_NUM_THREADS", str(transfer_queue_threads()))
@@ -107,7 +110,10 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point (``verl-parl`` and ``python -m verl_parl.main``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     profile, args = choose_profile(args)
-    prepare_environment(profile)
+    from verl_parl.cli.cluster import with_ray_address
+
+    address, args = with_ray_address(args, os.environ)  # $RAY_ADDRESS becomes the config's address
+    prepare_environment(profile, address)
     exit_on_sigterm()
 
     from verl_parl.cli.assets import building, register_resolver

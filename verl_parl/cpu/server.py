@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -146,6 +147,8 @@ class HFInferenceServer:
             max_batch_size=max_batch_size,
             max_model_len=max_model_len,
         )
+        if frozen:
+            print(f"[verl-parl] frozen server {where_am_i()} serves {os.path.realpath(model_path)}", file=sys.stderr)
 
     async def generate(
         self,
@@ -301,6 +304,17 @@ class HFInferenceServer:
     async def resume_kv_cache(self) -> None: ...
     async def start_profile(self, **_: Any) -> None: ...
     async def stop_profile(self) -> None: ...
+
+
+def where_am_i() -> str:
+    """``<actor name> on node <address> (<node id, 8 digits>)`` of the calling Ray actor (``here`` outside Ray):
+    how a frozen server says, in the run's console.log, which node serves the subagents."""
+    if not ray.is_initialized():
+        return "here"
+    context = ray.get_runtime_context()
+    node = context.get_node_id()
+    address = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node), "?")
+    return f"{context.get_actor_name() or 'actor'} on node {address} ({node[:8]})"
 
 
 def _aborted_output() -> TokenOutput:

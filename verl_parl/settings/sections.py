@@ -19,6 +19,7 @@ __all__ = ["SECTIONS", "TOOL_LISTS", "component_sections", "section_errors", "sh
 
 
 SECTIONS = (
+    "cluster",
     "embedded",
     "swarm",
     "subagent",
@@ -33,7 +34,7 @@ SECTIONS = (
 """``parl``'s sections. ``parse_parl`` checks their shape and parses ``embedded`` and ``reward`` (parts of
 :class:`ParlConfig`); each other section is validated by its component's built-in plugin
 (``verl_parl_validate_config``: swarm and subagent, context, researcher and loop_stop, tools, traces,
-partial_rollout)."""
+partial_rollout); ``cluster`` is the driver's (checked by :func:`verl_parl.cli.config.parse_settings`)."""
 
 TOOL_LISTS = (("swarm", "subagent_tools"), ("swarm", "direct_tools"), ("researcher", "tools"))
 

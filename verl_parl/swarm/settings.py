@@ -53,6 +53,8 @@ class SubagentServing:
     engine_options: dict[str, Any] = field(default_factory=dict)
     # parl.subagent.schedule, parsed (parse_swarm): the checkpoints the dedicated group serves from a step on
     schedule: tuple[CheckpointStage, ...] = IN_YAML
+    resources: dict[str, float] | None = IN_YAML  # Ray resources each dedicated hf server reserves (its node's)
+    label_selector: dict[str, str] | None = IN_YAML  # node labels each dedicated hf server's node carries
 
     def __post_init__(self) -> None:
         if self.temperature is not None and self.temperature < 0:
@@ -72,11 +74,29 @@ class SubagentServing:
                 f"parl.subagent.engine_options: {', '.join(reserved)} set by the frozen group itself "
                 "(parl.subagent.engine, model_path, max_model_len), not here"
             )
+        if problems := placement_errors(self.resources, self.label_selector):
+            raise ValueError("; ".join(problems))
+        placed = [f"parl.subagent.{key}" for key in ("resources", "label_selector") if getattr(self, key)]
+        if placed and (self.mode != "dedicated" or self.engine not in (None, "hf")):
+            raise ValueError(
+                f"{' and '.join(placed)}: place the dedicated group's hf servers; with mode={self.mode}, "
+                f"engine={self.engine} there are none to place (vllm/sglang replicas take free GPUs through verl's "
+                "resource pools: docs/cluster.md, Placement)"
+            )
         if self.mode == "dedicated" and self.engine is not None and self.engine not in SUBAGENT_ENGINES:
             raise ValueError(
                 f"parl.subagent.engine: {self.engine!r} is not one of {SUBAGENT_ENGINES}"
                 f"{did_you_mean(self.engine, SUBAGENT_ENGINES)}"
             )
+
+    def placement(self) -> dict[str, Any]:
+        """Ray actor options that place a dedicated hf server: ``resources`` and ``label_selector`` when set."""
+        options: dict[str, Any] = {}
+        if self.resources:
+            options["resources"] = {str(name): float(amount) for name, amount in self.resources.items()}
+        if self.label_selector:
+            options["label_selector"] = {str(name): str(value) for name, value in self.label_selector.items()}
+        return options
 
     def sampling(self, policy: dict[str, Any]) -> dict[str, Any]:
         """The subagents' sampling parameters from the policy's: no log-probs (nothing trains on them), and
@@ -91,6 +111,24 @@ class SwarmSettings:
     subagent: SubagentServing = field(default_factory=SubagentServing)
     subagent_tools: tuple[str, ...] = IN_YAML
     direct_tools: tuple[str, ...] = IN_YAML
+
+
+RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def placement_errors(resources: Any, labels: Any) -> list[str]:
+    """``parl.subagent.resources`` must map custom Ray resource names to positive amounts, and
+    ``parl.subagent.label_selector`` label names to values (strings or numbers)."""
+    errors: list[str] = []
+    for name, amount in dict(resources or {}).items():
+        if name in RAY_BUILTIN_RESOURCES:
+            errors.append(f"parl.subagent.resources.{name}: a Ray built-in resource; name a custom one (e.g. frozen)")
+        elif isinstance(amount, bool) or not isinstance(amount, int | float) or not amount > 0:
+            errors.append(f"parl.subagent.resources.{name}: must be a positive number, got {amount!r}")
+    for name, value in dict(labels or {}).items():
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            errors.append(f"parl.subagent.label_selector.{name}: must be a label value (a string), got {value!r}")
+    return errors
 
 
 def parse_swarm(

@@ -176,6 +176,7 @@ def episode_summary(record: dict[str, Any], index: int) -> dict[str, Any]:
         "parallelism": accounting.get("parl_parallelism"),
         "subagents": accounting.get("parl_num_assigned", 0),
         "duration": record.get("duration"),
+        "node": record.get("node"),  # the Ray node that ran it: "<address> (<node id, 8 digits>)"
     }
 
 

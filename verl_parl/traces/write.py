@@ -1,7 +1,8 @@
 """Writing episode traces: sampling, the run's size cap, one JSON line per episode.
 
 Every traced episode is one line of ``<run folder>/traces/swarm.jsonl``, written with one
-``O_APPEND`` write so that rollout workers in several processes never interleave lines. Once the
+``O_APPEND`` write so that rollout workers in several processes never interleave lines (by the run's recorder when
+the worker is on another node of the cluster: :mod:`verl_parl.traces.recorder`). Once the
 file holds ``parl.traces.max_mb``, further episodes are not written; each is counted by one line in
 ``traces/dropped.jsonl`` (the cap is checked before each write, so concurrent writers may overshoot
 it by a few records).
@@ -14,25 +15,28 @@ with probability ``val_fraction``. Training episodes are traced with probability
 from __future__ import annotations
 
 import json
-import logging
-import os
 import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from verl_parl.traces.recorder import (  # TRACE_FILE: re-exported, the trace file's name
+    DROPPED_FILE,
+    TRACE_FILE,  # noqa: F401
+    append_bytes,
+    node_label,
+    remote_recorder,
+    send,
+    write_here,
+)
 from verl_parl.traces.settings import TraceSettings
 
-TRACE_FILE = "traces/swarm.jsonl"
-DROPPED_FILE = "traces/dropped.jsonl"
 REWARDS_FILE = "traces/rewards.jsonl"  # {"request_id", "reward"} of traced episodes, written by the trainer
 TRACE_ID = "trace_id"  # extra_fields key of a traced episode's last output: its record's request_id
 REWARD_KEYS = ("parl_reward", "score", "acc")  # reward_extra_info entries taken as the episode's reward, in order
 RECORD_VERSION = 2  # 2: timed spans (start/end seconds since the episode's start) and the critical path
 
 _VALIDATION_SEEN: Counter[tuple[str, Any]] = Counter()  # validation episodes so far, per (run folder, step)
-_WRITE_FAILED: list[Path] = []  # the first trace file this process could not write (warned once)
-logger = logging.getLogger(__name__)
 
 
 def is_validation(kwargs: dict[str, Any]) -> bool:
@@ -60,35 +64,16 @@ def should_trace(
 
 
 def append_record(run_dir: str | Path, record: dict[str, Any], max_bytes: int | None = None) -> Path | None:
-    """Append ``record`` as one line to ``<run_dir>/traces/swarm.jsonl``; None (and one line in
-    ``traces/dropped.jsonl``) when that would take the file past ``max_bytes``.
-
-    None, with a warning (once per process), when the write fails (a full disk): a trace is a
-    convenience, and an agent loop that raised would fail its episode, whose group verl's trainer then
-    generates again, and again (with every episode traced, a run with a full disk never ended)."""
-    path = Path(run_dir) / TRACE_FILE
-    line = (json.dumps(record, default=str) + "\n").encode()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        size = path.stat().st_size if path.exists() else 0
-        if max_bytes is not None and size + len(line) > max_bytes:
-            _append(Path(run_dir) / DROPPED_FILE, json.dumps({"request_id": record.get("request_id")}) + "\n")
-            return None
-        _append(path, line)
-    except OSError as exc:
-        if not _WRITE_FAILED:
-            _WRITE_FAILED.append(path)
-            logger.warning("traces: could not write %s (%s); episodes go on untraced", path, exc)
-        return None
-    return path
-
-
-def _append(path: Path, data: str | bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data.encode() if isinstance(data, str) else data)
-    finally:
-        os.close(fd)
+    """Append ``record``, with the ``node`` that traced it, as one line to ``<run_dir>/traces/swarm.jsonl``; None
+    (and one line in ``traces/dropped.jsonl``) when that would take the file past ``max_bytes``, or when the write
+    failed (:func:`verl_parl.traces.recorder.write_here`). On another node than the run folder's, the run's
+    recorder writes it there (:mod:`verl_parl.traces.recorder`)."""
+    if "node" not in record and (node := node_label()) is not None:
+        record = {**record, "node": node}
+    recorder = remote_recorder(run_dir)
+    if recorder is not None:
+        return send(recorder, record, max_bytes)
+    return write_here(run_dir, record, max_bytes)
 
 
 def dropped_count(run_dir: str | Path) -> int:
@@ -118,5 +103,5 @@ def append_rewards(run_dir: str | Path, rows: list[Any]) -> int:
     ]
     if lines:
         (Path(run_dir) / REWARDS_FILE).parent.mkdir(parents=True, exist_ok=True)
-        _append(Path(run_dir) / REWARDS_FILE, "".join(lines))
+        append_bytes(Path(run_dir) / REWARDS_FILE, "".join(lines))
     return len(lines)

@@ -34,10 +34,10 @@ def policy_server_names(named: list[str]) -> list[str]:
 
 
 def named_actors() -> list[str]:
-    """Names of Ray's live named actors (a dead actor's name is released)."""
+    """Names of the run's live named actors (its Ray namespace's; a dead actor's name is released)."""
     import ray
 
-    return [actor["name"] for actor in ray.util.list_named_actors(all_namespaces=True)]
+    return list(ray.util.list_named_actors())
 
 
 class RefillGuard:

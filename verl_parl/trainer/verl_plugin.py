@@ -49,12 +49,14 @@ def _load() -> None:
     from verl_parl import cpu
     from verl_parl.host.imports import when_imported
     from verl_parl.trainer import reward_hooks as rewards_verl_hooks
+    from verl_parl.trainer import tq_namespace
 
     if cpu.cpu_selected():
         cpu.activate()
     when_imported(AGENT_LOOP_MODULE, _register_agent_loops)
     when_imported(TRAINER_MODULE, _register_trainer)
     rewards_verl_hooks.install()  # the `parl` reward manager and the `reinforce_nsc` estimator
+    tq_namespace.install()  # TransferQueue's actors in the run's Ray namespace: runs can share a cluster
 
 
 def ensure_loaded() -> None:

@@ -1,8 +1,9 @@
 """The frozen-subagent group: generation backends for subagents, selected by ``parl.subagent.mode``.
 
-Agent-loop workers find dedicated servers by name (``parl_frozen_<i>`` Ray actors), never through
-hidden globals; the first worker that needs one starts it (``get_if_exists``), loading the fixed
-checkpoint ``parl.subagent.model_path`` with ``frozen=True`` so it refuses weight updates.
+Agent-loop workers find dedicated servers by name (``parl_frozen_<i>`` Ray actors, in the run's own Ray
+namespace: runs that share a cluster each start and find their own group), never through hidden globals;
+the first worker that needs one starts it (``get_if_exists``), loading the fixed checkpoint
+``parl.subagent.model_path`` with ``frozen=True`` so it refuses weight updates.
 A server whose process dies is restarted by Ray (``parl.subagent.max_restarts`` times, reloading the
 checkpoint): requests it held fail as :class:`FrozenServerError` naming it (the subagent's failure
 message), later ones wait for the restart. Once the restarts are spent the server's name is gone, and
@@ -42,7 +43,12 @@ def dedicated_handles(serving: SubagentServing, default_max_tokens: int = 256) -
     server_cls = ray.remote(HFInferenceServer)
     return [
         server_cls.options(
-            name=name, get_if_exists=True, num_cpus=0, max_concurrency=1000, max_restarts=serving.max_restarts
+            name=name,
+            get_if_exists=True,
+            num_cpus=0,
+            max_concurrency=1000,
+            max_restarts=serving.max_restarts,
+            **serving.placement(),  # parl.subagent.resources / label_selector: the nodes it may run on
         ).remote(
             serving.model_path,
             max_model_len=serving.max_model_len,
@@ -95,10 +101,11 @@ def get_backend(serving: SubagentServing, server_manager: Any) -> Any:
 def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
     """Per-step proof that the dedicated group stayed frozen.
 
-    ``parl/frozen/instances``: live ``parl_frozen_*`` servers; ``parl/frozen/weights_changed``: how
-    many of them now hold weights different from the first digest seen for the checkpoint they serve
+    ``parl/frozen/instances``: live ``parl_frozen_*`` servers (the run's own); ``parl/frozen/weights_changed``:
+    how many of them now hold weights different from the first digest seen for the checkpoint they serve
     (``first_digests``, keyed by server and checkpoint path, is updated in place and must persist
     across steps; a scheduled checkpoint switch is not a change). Both 0 when no dedicated group runs.
+    ``parl/frozen/requests`` (with hf servers): the generations they have served since they started.
     A vllm/sglang group (``parl_frozen_group``) adds its replicas to ``instances`` and logs
     ``parl/frozen/restarts`` (its replicas' restarts so far); its weights are not digested (they are never
     handed to the trainer's weight sync, so they cannot change).
@@ -113,7 +120,7 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
 
     from verl_parl.swarm.frozen.engine import FROZEN_GROUP_ACTOR
 
-    named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    named = ray.util.list_named_actors()  # the run's own namespace: another run's group is not this run's
     names = sorted(name for name in named if is_hf_server_name(name))
     gone = sorted({key.split("@", 1)[0] for key in first_digests} - set(names))
     if gone:
@@ -128,18 +135,23 @@ def frozen_group_metrics(first_digests: dict[str, str]) -> dict[str, float]:
         replicas = int(info["instances"])
     digests: list[str] = []
     paths: list[str] = []
+    served = 0
     for name in names:
         handle = ray.get_actor(name)
+        calls = [handle.weights_digest.remote(), handle.checkpoint_path.remote(), handle.stats.remote()]
         try:
-            replies: list[Any] = ray.get([handle.weights_digest.remote(), handle.checkpoint_path.remote()])
+            replies: list[Any] = ray.get(calls)
         except RayActorError as exc:
             raise FrozenServerError(f"{_dead_message([name])}: {first_line(exc)}") from exc
         digests.append(str(replies[0]))
         paths.append(str(replies[1]))
+        served += int(replies[2]["requests"])
     changed = 0
     for name, path, digest in zip(names, paths, digests, strict=True):
         changed += first_digests.setdefault(f"{name}@{path}", digest) != digest
     metrics = {"parl/frozen/instances": float(len(names) + replicas), "parl/frozen/weights_changed": float(changed)}
+    if names:
+        metrics["parl/frozen/requests"] = float(served)
     if group:
         metrics["parl/frozen/restarts"] = float(group["restarts"])
     return metrics

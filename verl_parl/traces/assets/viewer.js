@@ -43,7 +43,7 @@
   }
 
   const COLUMNS = [["id", "#"], ["step", "step"], ["reward", "reward", 3], ["critical_steps", "crit. steps"],
-    ["parallelism", "parallel.", 2], ["subagents", "subagents"], ["duration", "seconds", 2]];
+    ["parallelism", "parallel.", 2], ["subagents", "subagents"], ["duration", "seconds", 2], ["node", "node"]];
 
   function renderList() {
     const rows = filtered();
@@ -92,6 +92,7 @@
       `<b>reward ${fmt(ep.reward, 3)}</b><b>critical path: <span id="critical-count">${critical}</span> steps</b>` +
       `<b>parl_critical_steps ${fmt(ep.critical_steps)}</b><b>total steps ${fmt(ep.total_steps)}</b>` +
       `<b>subagents ${ep.lanes.length - 1}</b><b>${ep.duration.toFixed(3)} s</b>` +
+      (ep.node ? `<b>node ${escapeHtml(ep.node)}</b>` : "") +
       (ep.timed ? "" : "<b>(untimed record: no start/end times)</b>");
     $("task").textContent = "task: " + (ep.task || "");
     const rows = Object.entries(ep.accounting).filter(([k]) => k !== "parl_subagents")
