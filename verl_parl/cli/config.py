@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from verl_parl.cli.gpus import gpu_errors
 from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, did_you_mean
 from verl_parl.settings.sections import SECTIONS, component_sections, shape_errors, used_tools
@@ -246,13 +247,6 @@ def check_profile(cfg: DictConfig) -> list[str]:
     for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
         value = arr.rollout.get(key, 1)
         _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 on the CPU profile")
-    ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
-    gpus = OmegaConf.select(cfg, "ray_kwargs.ray_init.num_gpus")
-    _check(
-        errors,
-        gpus is not None and gpus >= ranks,
-        f"ray_kwargs.ray_init.num_gpus: {gpus} logical GPUs cannot hold trainer.n_gpus_per_node*nnodes={ranks} ranks",
-    )
     return errors
 
 
@@ -461,18 +455,11 @@ def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
         errors += run_errors(cfg, parl.partial_rollout)
     if parl.swarm is not None:
         errors += schedule_errors(parl.swarm, OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None))
+        tp = parl.swarm.subagent.tensor_parallel_size
+        _check(
+            errors,
+            parl.profile != "cpu" or tp == 1,
+            f"parl.subagent.tensor_parallel_size: {tp} must be 1 on the CPU profile",
+        )
+    errors += gpu_errors(cfg, parl)
     return errors
-
-
-def add_frozen_replica_gpus(cfg: DictConfig, parl: ParlConfig, overrides: list[str]) -> None:
-    """On the CPU profile, one more logical GPU (``ray_kwargs.ray_init.num_gpus``) per dedicated frozen replica on
-    vLLM or SGLang: verl starts each replica in a resource pool of its own (logical) GPUs, and the profile's
-    count holds the trainer's ranks only. A count given on the command line is kept."""
-    serving = parl.swarm.subagent if parl.swarm is not None else None
-    if parl.profile != "cpu" or serving is None or serving.mode != "dedicated" or serving.engine in (None, "hf"):
-        return
-    if any(override.lstrip("+~").startswith("ray_kwargs.ray_init.num_gpus") for override in overrides):
-        return
-    ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
-    with open_dict(cfg):
-        cfg.ray_kwargs.ray_init.num_gpus = ranks + serving.instances

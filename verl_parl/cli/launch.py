@@ -15,14 +15,8 @@ from typing import IO, Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.cli import console, failures
-from verl_parl.cli.config import (
-    ConfigError,
-    ParlConfig,
-    add_frozen_replica_gpus,
-    check_override_types,
-    parse_settings,
-    validate,
-)
+from verl_parl.cli.config import ConfigError, ParlConfig, check_override_types, parse_settings, validate
+from verl_parl.cli.gpus import declare_logical_gpus
 from verl_parl.settings.handoff import hand_over, without_handover
 from verl_parl.trainer import resume
 
@@ -108,7 +102,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str], embedded: str | None = Non
     if errors:
         raise ConfigError(errors)
     hand_over(cfg, parl)
-    add_frozen_replica_gpus(cfg, parl, overrides)
+    declare_logical_gpus(cfg, parl)
     return parl
 
 
