@@ -161,6 +161,13 @@ class SegmentedAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         self.loop_stop: LoopStop | None = loop_stop_settings(self.config)
 
+    @property
+    def tool_format(self) -> str:
+        """The tool-call format of the policy's turns: verl's ``actor_rollout_ref.rollout.multi_turn.format``
+        (:data:`verl_parl.chat.calls.TOOL_FORMATS`)."""
+        multi_turn = getattr(self.rollout_config, "multi_turn", None)
+        return str(getattr(multi_turn, "format", None) or "hermes")
+
     def _window(self) -> int:
         return self.context.window(self.rollout_config.prompt_length + self.rollout_config.response_length)
 

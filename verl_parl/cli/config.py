@@ -462,4 +462,30 @@ def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
             f"parl.subagent.tensor_parallel_size: {tp} must be 1 on the CPU profile",
         )
     errors += gpu_errors(cfg, parl)
+    errors += chat_format_errors(cfg, parl)
+    return errors
+
+
+PARL_LOOPS = ("parl_swarm", "researcher")
+
+
+def chat_format_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
+    """Our loops parse the tool-call formats of :data:`verl_parl.chat.calls.TOOL_FORMATS` (verl's ``tool_agent``
+    takes more), and a dedicated frozen checkpoint shares the orchestrator's tokenizer and chat template."""
+    from verl_parl.chat.calls import TOOL_FORMATS
+    from verl_parl.swarm.tokenizers import shared_tokenizer_errors
+
+    errors: list[str] = []
+    key = "actor_rollout_ref.rollout.multi_turn.format"
+    fmt = OmegaConf.select(cfg, key, default="hermes")
+    loops = {parl.embedded.agent_loop, OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")}
+    if loops & set(PARL_LOOPS) and fmt not in TOOL_FORMATS:
+        errors.append(
+            f"{key}: {fmt!r} is one of verl's tool_agent formats; the {'/'.join(PARL_LOOPS)} loops parse "
+            f"{' or '.join(TOOL_FORMATS)}{did_you_mean(str(fmt), TOOL_FORMATS)}"
+        )
+    serving = parl.swarm.subagent if parl.swarm is not None else None
+    if serving is not None and serving.mode == "dedicated" and "parl_swarm" in loops:
+        orchestrator = OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None)
+        errors += shared_tokenizer_errors(orchestrator, serving.model_path)
     return errors
