@@ -148,6 +148,8 @@ POLICY_ON_VLLM = (
     "actor_rollout_ref.rollout.name=vllm",
     "parl.traces.train_fraction=1.0",
     "algorithm.rollout_correction.bypass_mode=false",  # verl's old-log-prob forward, where the gap is logged
+    # vLLM's INFO lines in the run's log (verl's runtime env sets WARN): each engine core's start is read from them
+    "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_LOGGING_LEVEL=INFO",
 )
 
 
