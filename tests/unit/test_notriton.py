@@ -1,4 +1,4 @@
-"""triton stays out of verl-parl's processes on a machine without a GPU (verl_parl/cpu/notriton.py): importing verl
+"""triton stays out of verl-parl's processes on a machine without a GPU (verl_parl.host.notriton.py): importing verl
 after verl_parl leaves it unimported and the interpreter exits without nanobind's leak report."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from verl_parl.cpu.notriton import KEEP_ENV, gpu_device_nodes, hide_triton
+from verl_parl.host.notriton import KEEP_ENV, gpu_device_nodes, hide_triton
 
 CHECK = "import sys, verl_parl, verl; print(sys.modules.get('triton') is not None)"
 
