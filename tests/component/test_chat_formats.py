@@ -113,6 +113,8 @@ def test_thinking_turns_are_trained_their_draft_calls_not_run_and_subagents_serv
     assert "looking up" not in observed  # a subagent's reasoning stays with the subagent
     extra = output.extra_fields
     assert (extra["parl_num_created"], extra["parl_num_assigned"]) == (1, 2)  # the draft in <think> was not run
+    close = tokenizer.convert_tokens_to_ids("</think>")
+    assert extra["parl_thinking_tokens"] == sum(ids.index(close) + 1 for ids in policy.orchestrator_outputs)
     assert extra["parl_answered"] is True and policy.subagent_turns == 2
     trace = json.loads((Path(trainer_config.parl.output_dir) / "traces" / "swarm.jsonl").read_text().splitlines()[-1])
     thoughts = [turn["thinking"] for turn in trace["orchestrator"]]

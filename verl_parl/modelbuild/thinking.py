@@ -15,10 +15,14 @@ a decoded turn keeps them and :func:`verl_parl.chat.calls.split_thinking` finds 
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from verl_parl.modelbuild.tiny import CHAT_TEMPLATE
+from verl_parl.tasks.demos import Demo
 
 _LAST_QUERY = """{%- set ns = namespace(last_query=-1) -%}
 {%- for message in messages -%}
@@ -102,3 +106,49 @@ def thinking_model(model_dir: Path, out_dir: Path) -> Path:
     (out_dir / "chat_template.jinja").unlink(missing_ok=True)
     tokenizer.save_pretrained(str(out_dir))
     return out_dir
+
+
+# ------------------------------------------------------------------------------------------- cold start
+
+REASONING = {
+    "orchestrator": ("I split the question into parts and hand each part to a subagent.", "The parts are back."),
+    "subagent": ("I work my part out with the tool.", "I have my part."),
+    "agent": ("I work it out with the tool.", "I have the result."),
+}
+"""The reasoning a demonstration's assistant turn opens with, by role: (a turn that calls tools, an answer)."""
+
+
+def with_reasoning(demo: Demo) -> Demo:
+    """``demo`` with a ``reasoning_content`` on every assistant turn (:data:`REASONING`)."""
+    calling, answering = REASONING.get(demo.role, REASONING["agent"])
+    messages = [
+        {**m, "reasoning_content": calling if m.get("tool_calls") else answering} if m["role"] == "assistant" else m
+        for m in demo.messages
+    ]
+    return dataclasses.replace(demo, messages=messages)
+
+
+def build_thinking_coldstart(cache_dir: Path, task: str = "arithmetic", **changes: Any) -> Path:
+    """A cold start of ``task`` (its default recipe with ``changes``) on the tiny model with
+    :data:`QWEN3_THINKING_TEMPLATE`, taught on demonstrations whose every assistant turn opens with a reasoning
+    block: ``<cache_dir>/coldstart-thinking-<digest>/``, trained unless built already. A model that writes
+    ``<think>`` turns, for the end-to-end test of them (no hub)."""
+    from verl_parl.modelbuild.coldstart import _train_into, default_spec
+    from verl_parl.modelbuild.shipped import publish
+    from verl_parl.modelbuild.tiny import build_tiny_model, is_complete_build
+
+    spec = dataclasses.replace(default_spec(task), **changes)
+    demos = [with_reasoning(demo) for demo in spec.demos()]
+    digest = spec.digest(demos)
+    final = cache_dir / f"coldstart-thinking-{digest}"
+    if is_complete_build(final):
+        return final
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    base = thinking_model(build_tiny_model(spec.base, cache_dir, progress=False), cache_dir / f".base-{digest}")
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=cache_dir))
+    try:
+        _train_into(tmp, base, spec, demos, digest, progress=False)
+        return publish(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
