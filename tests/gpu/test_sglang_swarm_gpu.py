@@ -3,7 +3,9 @@
 NEVER RUN ON A GPU BY US OR BY CI (written on a CPU-only machine against verl's documented rollout options):
 marked ``gpu`` and skipped without CUDA or SGLang. The tiny offline model trains (nothing downloaded); its
 SGLang server also serves the subagents (``parl.subagent.mode=shared``: a dedicated SGLang group would need
-a GPU of its own; ``tests/gpu/test_frozen_engine_gpu.py`` starts one). Run: ``python -m pytest tests/gpu -q -m gpu``.
+a GPU of its own; ``tests/gpu/test_frozen_engine_gpu.py`` starts one). Its overrides are ``GPU_RUNS`` in
+``gpu_run.py``, which ``tests/unit/test_gpu_configs.py`` validates on CPU.
+Run: ``python -m pytest tests/gpu -q -m gpu``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from gpu_run import run_gpu_main, training_records
+from gpu_run import GPU_RUNS, run_gpu_main, training_records
 
 pytestmark = [
     pytest.mark.gpu,
@@ -21,17 +23,7 @@ pytestmark = [
 
 
 def test_parl_swarm_with_an_sglang_policy_server(tmp_path: Path) -> None:
-    records = run_gpu_main(
-        tmp_path / "run",
-        "actor_rollout_ref.rollout.name=sglang",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
-        "trainer.n_gpus_per_node=1",
-        "data.train_batch_size=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        "trainer.total_training_steps=2",
-        "trainer.test_freq=2",
-        "parl.subagent.mode=shared",
-    )
+    records = run_gpu_main(tmp_path / "run", *GPU_RUNS["sglang_swarm"].overrides)
     train = training_records(records)
     assert [r["training/global_step"] for r in train] == [1, 2]
     for record in train:

@@ -175,3 +175,27 @@ def test_vllm_cpu_linears_keep_their_weight_for_the_weight_sync() -> None:
         layer.weight.mul_(2)  # an in-place update, as a weight sync does
     x = torch.randn(2, 4)
     assert torch.allclose(utils.cpu_unquantized_gemm(layer, x, layer.weight, layer.bias), layer(x))
+
+
+def test_a_required_vllm_that_does_not_import_fails_instead_of_skipping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``.ci/run`` sets VERL_PARL_REQUIRE_VLLM=1: a broken vLLM install must fail CI, not skip its tests."""
+    import builtins
+    import sys
+
+    from verl_parl.testing.engines import REQUIRE_VLLM_ENV, EngineMissingError, vllm_missing
+
+    real_import = builtins.__import__
+
+    def broken(name: str, *args: object, **kwargs: object) -> object:
+        if name == "vllm":
+            raise OSError("libcudart.so.13: cannot open shared object file")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    monkeypatch.setattr(builtins, "__import__", broken)
+    monkeypatch.delenv(REQUIRE_VLLM_ENV, raising=False)
+    assert vllm_missing().startswith("import vllm failed (OSError: libcudart.so.13")  # a skip reason
+    monkeypatch.setenv(REQUIRE_VLLM_ENV, "1")
+    with pytest.raises(EngineMissingError, match="VERL_PARL_REQUIRE_VLLM=1, but import vllm failed"):
+        vllm_missing()
+    assert "export VERL_PARL_REQUIRE_VLLM=1" in (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()

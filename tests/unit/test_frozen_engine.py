@@ -370,25 +370,58 @@ def test_engine_options_must_be_a_mapping_without_the_groups_own_keys() -> None:
 
 
 @pytest.mark.parametrize(
-    ("engine", "profile", "overrides", "expected"),
+    ("engine", "profile", "declared", "expected"),
     [
-        ("vllm", "cpu", [], 1 + 2),  # one logical GPU per replica besides the trainer's rank
-        ("sglang", "cpu", [], 1 + 2),
-        ("hf", "cpu", [], 1),  # our HF servers are plain Ray actors: no GPU resource
-        ("vllm", "gpu", [], 1),  # on GPUs Ray counts the real ones
-        ("vllm", "cpu", ["ray_kwargs.ray_init.num_gpus=5"], 1),  # given on the command line: kept as composed
+        ("vllm", "cpu", None, 1 + 2),  # one logical GPU per replica besides the trainer's rank
+        ("sglang", "cpu", None, 1 + 2),
+        ("hf", "cpu", None, 1),  # our HF servers are plain Ray actors: no GPU resource
+        ("vllm", "gpu", None, None),  # on GPUs Ray counts the real ones
+        ("vllm", "cpu", 5, 5),  # a declared count is kept (and checked by the accounting)
     ],
 )
-def test_cpu_profile_adds_a_logical_gpu_per_frozen_engine_replica(
-    engine: str, profile: str, overrides: list[str], expected: int
+def test_cpu_profile_declares_a_logical_gpu_per_frozen_engine_replica(
+    engine: str, profile: str, declared: int | None, expected: int | None
 ) -> None:
-    from verl_parl.cli.config import ParlConfig, add_frozen_replica_gpus
+    from verl_parl.cli.config import ParlConfig
+    from verl_parl.cli.gpus import declare_logical_gpus
     from verl_parl.swarm.settings import SwarmSettings
 
     serving = SubagentServing(mode="dedicated", engine=engine, instances=2)
     parl = ParlConfig(output_dir="run", profile=profile, swarm=SwarmSettings(subagent=serving))
     cfg = OmegaConf.create(
-        {"trainer": {"n_gpus_per_node": 1, "nnodes": 1}, "ray_kwargs": {"ray_init": {"num_gpus": 1}}}
+        {"trainer": {"n_gpus_per_node": 1, "nnodes": 1}, "ray_kwargs": {"ray_init": {"num_gpus": declared}}}
     )
-    add_frozen_replica_gpus(cfg, parl, overrides)
+    declare_logical_gpus(cfg, parl)
     assert cfg.ray_kwargs.ray_init.num_gpus == expected
+
+
+def test_the_frozen_groups_tensor_parallel_size_reaches_each_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``parl.subagent.tensor_parallel_size`` is each replica's TP and its GPUs, all on one machine (verl spreads a
+    replica of world size W over W / gpus_per_node nodes), and part of the group's identity."""
+    from verl_parl.swarm.frozen import engine
+
+    seen: list[int] = []
+
+    class Replica(FakeReplica):
+        def __init__(self, **kw: Any) -> None:
+            seen.append(kw["gpus_per_node"])
+            super().__init__(**kw)
+
+    monkeypatch.setattr(engine, "replica_class", lambda name: Replica)
+    actor = engine.FrozenGroupActor("vllm", "m", 2, 512, CPU_OPTIONS, tensor_parallel_size=4)
+    assert [r.config.tensor_model_parallel_size for r in actor.group.replicas] == [4, 4] and seen == [4, 4]
+    assert actor.info() == group_info("vllm", "m", 2, 4)
+    assert group_mismatch(actor.info(), "vllm", "m", 2, 2) == (
+        "parl_frozen_group already runs with tensor_parallel_size=4 (wanted 2)"
+    )
+
+
+def test_the_tensor_parallel_size_knob_is_checked() -> None:
+    assert SubagentServing().tensor_parallel_size == 1  # the YAML's default
+    assert _serving(engine="vllm", tensor_parallel_size=2).tensor_parallel_size == 2
+    with pytest.raises(ConfigError, match=r"parl.subagent.tensor_parallel_size: must be at least 1, got 0"):
+        _serving(engine="vllm", tensor_parallel_size=0)
+    with pytest.raises(ConfigError, match=r"parl.subagent.tensor_parallel_size: 2 needs parl.subagent.engine vllm"):
+        _serving(engine="hf", tensor_parallel_size=2)
+    with pytest.raises(ConfigError, match=r"engine_options: tensor_model_parallel_size set by the frozen group"):
+        _serving(engine="vllm", engine_options={"tensor_model_parallel_size": 2})

@@ -137,3 +137,50 @@ def test_a_thread_count_from_the_user_wins_and_env_values_become_strings(
     assert "OMP_NUM_THREADS" not in ray_init_kwargs(composed(["profile=gpu"]), tmp_path)["runtime_env"]["env_vars"]
     monkeypatch.setenv("OMP_NUM_THREADS", "5")  # inherited by the workers from the launching shell
     assert "OMP_NUM_THREADS" not in ray_init_kwargs(composed(["profile=cpu"]), tmp_path)["runtime_env"]["env_vars"]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (["console", "tensorboard"], ["console", "tensorboard", "file"]),
+        (["wandb"], ["wandb", "file"]),
+        ("console", ["console", "file"]),
+        (["console", "file", "mlflow"], ["console", "file", "mlflow"]),
+    ],
+)
+def test_the_file_logger_is_kept_whatever_trackers_are_listed(
+    given: Any, expected: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from verl_parl.cli.launch import keep_file_logger
+
+    cfg = OmegaConf.create({"trainer": {"logger": given}})
+    keep_file_logger(cfg)
+    assert list(cfg.trainer.logger) == expected
+    out = capsys.readouterr()
+    assert out.out == ""  # a log line, on stderr
+    assert ("adding 'file'" in out.err) == ("file" not in given)
+
+
+def test_trackers_write_into_the_run_folder_unless_the_environment_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verl_parl.cli.launch import tracker_env, trackers
+
+    for key in ("TENSORBOARD_DIR", "WANDB_DIR", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(key, raising=False)
+    assert tracker_env(tmp_path) == {
+        "TENSORBOARD_DIR": str(tmp_path / "tensorboard"),
+        "WANDB_DIR": str(tmp_path),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns.db'}",
+    }
+    monkeypatch.setenv("TENSORBOARD_DIR", "/elsewhere")
+    assert tracker_env(tmp_path)["TENSORBOARD_DIR"] == "/elsewhere"
+    cfg = OmegaConf.create({"trainer": {"logger": ["console", "tensorboard", "file"]}})
+    assert trackers(cfg, tmp_path) == {"logger": ["console", "tensorboard", "file"], "tensorboard": "/elsewhere"}
+    env = ray_init_kwargs_env(tmp_path)
+    assert env["TENSORBOARD_DIR"] == "/elsewhere" and env["WANDB_DIR"] == str(tmp_path)
+
+
+def ray_init_kwargs_env(run_dir: Path) -> dict[str, str]:
+    cfg = OmegaConf.create({"parl": {"profile": "cpu"}, "ray_kwargs": {"ray_init": {}}, "trainer": {}})
+    return ray_init_kwargs(cfg, run_dir)["runtime_env"]["env_vars"]

@@ -35,6 +35,7 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
 from verl_parl.chat.backend import GenerateBackend
+from verl_parl.chat.calls import THINK_CLOSE, split_thinking
 from verl_parl.chat.loops import LoopStop, loop_end
 from verl_parl.chat.repetition import looped
 from verl_parl.chat.settings import loop_stop_settings
@@ -122,6 +123,7 @@ class Episode:
     looped_turns: int = 0  # the policy's turns whose text loops (verl_parl.chat.repetition.looped)
     loop_stops: int = 0  # the policy's turns ended where their tokens looped (parl.loop_stop)
     loop_ended: bool = False  # a loop ended the episode (parl.loop_stop.ends=episode): no further turn
+    thinking_tokens: int = 0  # the policy's generated tokens inside <think>...</think> blocks (trained: mask 1)
     first_turns: list[int] = field(default_factory=list)  # episode-wide index of each segment's first turn
     origin: float = field(default_factory=time.monotonic)  # traced times are seconds since this
     gate: PauseGate | None = None  # turn-level partial rollout (parl.partial_rollout), training episodes only
@@ -146,7 +148,17 @@ class Episode:
             "parl_context_exceeded": counts["parl_context_exceeded"],
             "parl_policy_looped": float(self.looped_turns > 0),
             "parl_loop_stops": float(self.loop_stops),
+            "parl_thinking_tokens": float(self.thinking_tokens),
         }
+
+
+def reasoning_tokens(token_ids: list[int], tokenizer: Any) -> int:
+    """How many of a turn's ``token_ids`` are its reasoning block: up to and including its ``</think>`` token, all of
+    them when the block was never closed."""
+    close = tokenizer.convert_tokens_to_ids(THINK_CLOSE)
+    if isinstance(close, int) and close in token_ids:
+        return token_ids.index(close) + 1
+    return len(token_ids)
 
 
 class SegmentedAgentLoop(AgentLoopBase):
@@ -175,6 +187,14 @@ class SegmentedAgentLoop(AgentLoopBase):
             frozen=frozen,
             policy_server=lambda: SharedBackend(self.server_manager),
         )
+
+    @property
+    def tool_format(self) -> str:
+        """The tool-call format of the policy's turns: verl's ``actor_rollout_ref.rollout.multi_turn.format``
+        (:data:`verl_parl.chat.calls.TOOL_FORMATS`)."""
+        multi_turn = getattr(self.rollout_config, "multi_turn", None)
+        return str(getattr(multi_turn, "format", None) or "hermes")
+
 
     async def _begin(self, state: Episode, tools: list[dict[str, Any]]) -> None:
         ids = await self.ct_build_initial_tokens(state.messages, tools=tools or None)
@@ -227,6 +247,8 @@ class SegmentedAgentLoop(AgentLoopBase):
         text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
         if looped(text):
             state.looped_turns += 1
+        if split_thinking(text)[0]:
+            state.thinking_tokens += reasoning_tokens(token_ids, self.tokenizer)
         return token_ids, text
 
     def _cut_loop(

@@ -30,7 +30,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl_parl.agents.base import Episode, SegmentedAgentLoop
 from verl_parl.agents.settings import researcher_settings
 from verl_parl.chat.budget import BUDGET_MESSAGE, budget_fields, budget_spent
-from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
+from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls, split_thinking
 from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.settings import context_settings
 from verl_parl.settings.run import run_folder
@@ -93,13 +93,15 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
     async def _turn(self, state: Episode, sampling_params: dict[str, Any]) -> list[ToolCall | CallError]:
         started, stage = state.clock(), state.turns
         generated, text = await self._generate(state, sampling_params)
-        content, calls = parse_tool_calls(text)
+        thinking, _ = split_thinking(text)
+        content, calls = parse_tool_calls(text, self.tool_format)
         state.turn_log.append(
             {
                 "turn": state.turns,
                 "tokens": len(generated),
                 "tool_calls": len(calls),
                 "text": text[:2000],
+                "thinking": thinking[:2000],
                 "start": started,
                 "end": state.clock(),
                 "stage": stage,
@@ -107,7 +109,7 @@ class ResearcherAgentLoop(SegmentedAgentLoop):
                 "tools": [],
             }
         )
-        state.messages.append(assistant_message(content, calls))
+        state.messages.append(assistant_message(content, calls, thinking))
         return calls
 
     async def _act(

@@ -3,6 +3,18 @@
 Malformed output never ends an episode: every problem becomes a :class:`CallError` whose message is
 returned to the model as the tool observation. Shared by every agent loop (the swarm's orchestrator
 and subagents, the researcher) and the cold-start evaluation.
+
+Two tool-call formats, chosen by verl's own key ``actor_rollout_ref.rollout.multi_turn.format`` (the one its
+``tool_agent`` loop reads), named as vLLM's and SGLang's parsers name them:
+
+- ``hermes``: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Qwen2.5 and Qwen3, whose chat
+  templates write calls this way; vLLM's and SGLang's parser for them is ``hermes`` / ``qwen25``);
+- ``qwen3_coder``: ``<tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function></tool_call>``
+  (Qwen3-Coder's XML calls; vLLM's ``qwen3_coder``/``qwen3_xml``, SGLang's ``qwen3_coder``).
+
+A Qwen3-style reasoning block, ``<think>...</think>`` at the start of a turn (or a turn that starts inside one,
+when the generation prompt opened it), is split off first (:func:`split_thinking`): a call written while thinking
+is not a call, and the turn's content is what follows the block.
 """
 
 from __future__ import annotations
@@ -13,6 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_FUNCTION = re.compile(r"^\s*<function=([^>\n]+)>(.*?)</function>\s*$", re.DOTALL)
+_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.DOTALL)
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+TOOL_FORMATS = ("hermes", "qwen3_coder")
+"""The tool-call formats the agent loops parse (``actor_rollout_ref.rollout.multi_turn.format``)."""
 
 
 @dataclass(frozen=True)
@@ -28,17 +45,57 @@ class CallError:
     message: str
 
 
-def parse_tool_calls(text: str) -> tuple[str, list[ToolCall | CallError]]:
-    """Hermes-style ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks from ``text``.
+def split_thinking(text: str) -> tuple[str, str]:
+    """``(thinking, rest)`` of a turn: the text of a ``<think>...</think>`` block that opens it, and what follows.
 
-    Returns the text before the first call (the assistant's content) and, in order, one
+    A turn with a ``</think>`` but no opening tag started inside a block the prompt opened (a thinking model's
+    generation prompt ends with ``<think>``). A block never closed (cut by the token budget) is all thinking."""
+    stripped = text.lstrip()
+    opened = stripped.startswith(THINK_OPEN)
+    if THINK_CLOSE in text and (opened or THINK_OPEN not in text.split(THINK_CLOSE, 1)[0]):
+        head, _, rest = text.partition(THINK_CLOSE)
+        return head.strip().removeprefix(THINK_OPEN).strip(), rest.strip()
+    if opened:
+        return stripped.removeprefix(THINK_OPEN).strip(), ""
+    return "", text
+
+
+def parse_tool_calls(text: str, fmt: str = "hermes") -> tuple[str, list[ToolCall | CallError]]:
+    """The tool calls of a turn in format ``fmt`` (:data:`TOOL_FORMATS`), after its reasoning block.
+
+    Returns the text before the first call, without the reasoning (the assistant's content), and, in order, one
     :class:`ToolCall` or :class:`CallError` per block; an unclosed block is an error too.
     """
+    if fmt not in TOOL_FORMATS:
+        raise ValueError(f"unknown tool-call format {fmt!r}; known: {TOOL_FORMATS}")
+    _, text = split_thinking(text)
     content = text.split("<tool_call>", 1)[0].strip()
-    calls: list[ToolCall | CallError] = [_parse_one(body) for body in _CALL.findall(text)]
+    parse = _parse_one if fmt == "hermes" else _parse_xml
+    calls: list[ToolCall | CallError] = [parse(body) for body in _CALL.findall(text)]
     if text.count("<tool_call>") > len(calls):
         calls.append(CallError("error: a <tool_call> block was not closed with </tool_call>"))
     return content, calls
+
+
+def _parse_xml(body: str) -> ToolCall | CallError:
+    """One ``<function=NAME><parameter=KEY>VALUE</parameter>...</function>`` call. A value that is JSON other
+    than a string (a number, a bool, an object, a list) is taken as that; anything else is the string as written,
+    without the newline that opens and closes it."""
+    found = _FUNCTION.match(body)
+    if found is None:
+        return CallError("error: a tool call must be <function=NAME><parameter=KEY>VALUE</parameter>...</function>")
+    name, inner = found.group(1).strip(), found.group(2)
+    arguments: dict[str, Any] = {}
+    for key, raw in _PARAMETER.findall(inner):
+        value = raw.removeprefix("\n").removesuffix("\n")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        arguments[key.strip()] = value if isinstance(parsed, str) else parsed
+    if _PARAMETER.sub("", inner).strip():
+        return CallError(f"error: {name}: text outside <parameter=...></parameter> blocks")
+    return ToolCall(name, arguments)
 
 
 def _parse_one(body: str) -> ToolCall | CallError:

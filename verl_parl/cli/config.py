@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from verl_parl.cli.gpus import gpu_errors
 from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, did_you_mean
 from verl_parl.settings.sections import SECTIONS, component_sections, shape_errors, used_tools
@@ -248,14 +249,6 @@ def check_profile(cfg: DictConfig) -> list[str]:
     for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
         value = arr.rollout.get(key, 1)
         _check(errors, value == 1, f"actor_rollout_ref.rollout.{key}: {value} must be 1 on the CPU profile")
-    ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
-    gpus = OmegaConf.select(cfg, "ray_kwargs.ray_init.num_gpus")
-    joining = OmegaConf.select(cfg, "ray_kwargs.ray_init.address") is not None  # its nodes' GPUs: checked on joining
-    _check(
-        errors,
-        joining or (gpus is not None and gpus >= ranks),
-        f"ray_kwargs.ray_init.num_gpus: {gpus} logical GPUs cannot hold trainer.n_gpus_per_node*nnodes={ranks} ranks",
-    )
     return errors
 
 
@@ -467,21 +460,37 @@ def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
         errors += run_errors(cfg, parl.partial_rollout)
     if parl.swarm is not None:
         errors += schedule_errors(parl.swarm, OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None))
+        tp = parl.swarm.subagent.tensor_parallel_size
+        _check(
+            errors,
+            parl.profile != "cpu" or tp == 1,
+            f"parl.subagent.tensor_parallel_size: {tp} must be 1 on the CPU profile",
+        )
+    errors += gpu_errors(cfg, parl)
+    errors += chat_format_errors(cfg, parl)
     return errors
 
 
-def add_frozen_replica_gpus(cfg: DictConfig, parl: ParlConfig, overrides: list[str]) -> None:
-    """On the CPU profile, one more logical GPU (``ray_kwargs.ray_init.num_gpus``) per dedicated frozen replica on
-    vLLM or SGLang: verl starts each replica in a resource pool of its own (logical) GPUs, and the profile's
-    count holds the trainer's ranks only. A count given on the command line is kept; a joined cluster's count is
-    its nodes'."""
+PARL_LOOPS = ("parl_swarm", "researcher")
+
+
+def chat_format_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
+    """Our loops parse the tool-call formats of :data:`verl_parl.chat.calls.TOOL_FORMATS` (verl's ``tool_agent``
+    takes more), and a dedicated frozen checkpoint shares the orchestrator's tokenizer and chat template."""
+    from verl_parl.chat.calls import TOOL_FORMATS
+    from verl_parl.swarm.tokenizers import shared_tokenizer_errors
+
+    errors: list[str] = []
+    key = "actor_rollout_ref.rollout.multi_turn.format"
+    fmt = OmegaConf.select(cfg, key, default="hermes")
+    loops = {parl.embedded.agent_loop, OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")}
+    if loops & set(PARL_LOOPS) and fmt not in TOOL_FORMATS:
+        errors.append(
+            f"{key}: {fmt!r} is one of verl's tool_agent formats; the {'/'.join(PARL_LOOPS)} loops parse "
+            f"{' or '.join(TOOL_FORMATS)}{did_you_mean(str(fmt), TOOL_FORMATS)}"
+        )
     serving = parl.swarm.subagent if parl.swarm is not None else None
-    if parl.profile != "cpu" or serving is None or serving.mode != "dedicated" or serving.engine in (None, "hf"):
-        return
-    if OmegaConf.select(cfg, "ray_kwargs.ray_init.address") is not None:
-        return  # a joined cluster's GPUs are its nodes' (verl_parl.cli.cluster.gpu_errors checks them)
-    if any(override.lstrip("+~").startswith("ray_kwargs.ray_init.num_gpus") for override in overrides):
-        return
-    ranks = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
-    with open_dict(cfg):
-        cfg.ray_kwargs.ray_init.num_gpus = ranks + serving.instances
+    if serving is not None and serving.mode == "dedicated" and "parl_swarm" in loops:
+        orchestrator = OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None)
+        errors += shared_tokenizer_errors(orchestrator, serving.model_path)
+    return errors

@@ -17,14 +17,8 @@ from typing import IO, Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl_parl.cli import console, failures
-from verl_parl.cli.config import (
-    ConfigError,
-    ParlConfig,
-    add_frozen_replica_gpus,
-    check_override_types,
-    parse_settings,
-    validate,
-)
+from verl_parl.cli.config import ConfigError, ParlConfig, check_override_types, parse_settings, validate
+from verl_parl.cli.gpus import declare_logical_gpus
 from verl_parl.settings.handoff import hand_over, without_handover
 from verl_parl.trainer import resume
 
@@ -110,8 +104,48 @@ def prepare(cfg: DictConfig, *, overrides: list[str], embedded: str | None = Non
     if errors:
         raise ConfigError(errors)
     hand_over(cfg, parl)
-    add_frozen_replica_gpus(cfg, parl, overrides)
+    declare_logical_gpus(cfg, parl)
+    keep_file_logger(cfg)
     return parl
+
+
+FILE_LOGGER = "file"
+
+
+def keep_file_logger(cfg: DictConfig) -> None:
+    """Add verl's ``file`` logger to ``trainer.logger`` when the list lacks it: the step lines, ``metrics.jsonl``,
+    ``summary.json`` and the plots read what it writes, whatever trackers (wandb, tensorboard, mlflow, ...) the
+    list names besides."""
+    loggers = OmegaConf.select(cfg, "trainer.logger")
+    names = [loggers] if isinstance(loggers, str) else list(loggers or [])
+    if FILE_LOGGER in names:
+        return
+    print(
+        f"[verl-parl] trainer.logger={names}: adding {FILE_LOGGER!r}, which the run folder's reports read",
+        file=sys.stderr,
+        flush=True,
+    )
+    cfg.trainer.logger = [*names, FILE_LOGGER]
+
+
+TRACKER_DIRS = {"TENSORBOARD_DIR": "tensorboard", "WANDB_DIR": ".", "MLFLOW_TRACKING_URI": "mlruns.db"}
+"""Where verl's trackers write, inside the run folder unless the environment names a place: tensorboard's event
+files, wandb's offline runs and files (``<run folder>/wandb``), mlflow's store (``sqlite:///<run folder>/mlruns.db``
+instead of verl's ``/tmp/mlruns.db``)."""
+
+
+def tracker_env(run_dir: Path) -> dict[str, str]:
+    """The environment variables of :data:`TRACKER_DIRS` for verl's trackers: the launching shell's, else the run
+    folder's places."""
+    env = {}
+    for key, place in TRACKER_DIRS.items():
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+        elif key == "MLFLOW_TRACKING_URI":
+            env[key] = f"sqlite:///{run_dir / place}"
+        else:
+            env[key] = str(run_dir / place) if place != "." else str(run_dir)
+    return env
 
 
 def _plugin_errors(pm: Any, cfg: DictConfig) -> list[str]:
@@ -185,6 +219,7 @@ def ray_init_kwargs(cfg: DictConfig, run_dir: Path, namespace: str | None = None
     env_vars = runtime_env.setdefault("env_vars", {})
     env_vars["TRANSFER_QUEUE_ENABLE"] = "1"
     env_vars["VERL_FILE_LOGGER_PATH"] = str(run_dir / VERL_METRICS_FILE)
+    env_vars.update(tracker_env(run_dir))
     # the driver's asset cache only on its own cluster: a joined cluster's nodes each have their own
     passed = (*FORWARDED_ENV, "VERL_PARL_CACHE") if address is None else FORWARDED_ENV
     env_vars.update({key: os.environ[key] for key in passed if os.environ.get(key) is not None})
@@ -226,6 +261,7 @@ FORWARDED_ENV = (
     "VERL_PARL_BLOCK_PLUGINS",
     "VERL_PARL_TRACE_HOOKS",
     "HF_HUB_OFFLINE",
+    "WANDB_MODE",  # offline: wandb writes <run folder>/wandb for `wandb sync` later
     "TQ_NUM_THREADS",
 )
 """The driver's environment variables every Ray worker of the run gets."""
@@ -426,12 +462,24 @@ def write_reports(
         "heldout": heldout_summary(records),
         "run_dir": str(run_dir),
         "final_model": final_model(cfg),
+        "trackers": trackers(cfg, run_dir),
     }
     write_atomic(run_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     summary["plots"] = _plots(records, run_dir / "plots")  # after the summary: plots are a convenience
     summary["traces"] = _traces(cfg, run_dir)
     write_atomic(run_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def trackers(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """verl's loggers of the run (``trainer.logger``) and, for those that write files, where (for summary.json)."""
+    loggers = OmegaConf.select(cfg, "trainer.logger")
+    names = [loggers] if isinstance(loggers, str) else list(loggers or [])
+    where = {name: tracker_env(run_dir)[key] for name, key in TRACKER_KEYS.items() if name in names}
+    return {"logger": names, **where}
+
+
+TRACKER_KEYS = {"tensorboard": "TENSORBOARD_DIR", "wandb": "WANDB_DIR", "mlflow": "MLFLOW_TRACKING_URI"}
 
 
 def final_model(cfg: DictConfig) -> str | None:

@@ -82,6 +82,7 @@ class SwarmEpisode:
     hooks: Any = None  # pluggy hook relay: verl_parl_subagent_start / _finish
     context: SubagentContext | None = None  # parl.context.subagent
     origin: float = field(default_factory=time.monotonic)  # traced times are seconds since this
+    tool_format: str = "hermes"  # the subagents' tool-call format (verl_parl.chat.calls.TOOL_FORMATS)
     _direct_times: dict[int, tuple[float, float]] = field(default_factory=dict, init=False, repr=False)
 
     def clock(self) -> float:
@@ -277,6 +278,7 @@ class SwarmEpisode:
             context=self.context,
             origin=self.origin,
             deadlines=deadlines,
+            tool_format=self.tool_format,
         )
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_finish(

@@ -21,7 +21,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from verl_parl.agents.base import Episode, SegmentedAgentLoop
 from verl_parl.chat.budget import BUDGET_MESSAGE, budget_fields
-from verl_parl.chat.calls import parse_tool_calls
+from verl_parl.chat.calls import parse_tool_calls, split_thinking
 from verl_parl.chat.messages import assistant_message, tool_messages
 from verl_parl.context.settings import context_settings
 from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
@@ -31,6 +31,7 @@ from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.settings import swarm_settings
 from verl_parl.swarm.subagent import SubagentContext
+from verl_parl.swarm.tokenizers import check_subagent_tokenizer
 from verl_parl.tools.settings import runtimes, tool_settings
 from verl_parl.traces.settings import trace_settings
 from verl_parl.traces.write import RECORD_VERSION, TRACE_ID, append_record, is_validation, should_trace
@@ -60,7 +61,10 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         from verl_parl.swarm.frozen import get_backend
 
-        backend = self.subagent_backend or get_backend(self.settings.subagent, self.server_manager)
+        serving = self.settings.subagent
+        if serving.mode == "dedicated" and self.subagent_backend is None:  # a hub checkpoint: checked here, once
+            check_subagent_tokenizer(self.tokenizer, str(self.config.actor_rollout_ref.model.path), serving.model_path)
+        backend = self.subagent_backend or get_backend(serving, self.server_manager)
         context = self._context_driver(sampling_params, frozen=backend)
         state = Episode(messages=list(kwargs["raw_prompt"]), context=context)
         episode = SwarmEpisode(
@@ -73,6 +77,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             hooks=self.hooks,
             context=SubagentContext(self.subagent_context, self.settings.subagent.max_model_len),
             origin=state.origin,
+            tool_format=self.tool_format,
         )
         await self._open_gate(state, kwargs)
         try:
@@ -119,19 +124,21 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         calls start, or the final-answer stage)."""
         started = state.clock()
         generated, text = await self._generate(state, sampling_params)
-        content, calls = parse_tool_calls(text)
+        thinking, _ = split_thinking(text)
+        content, calls = parse_tool_calls(text, self.tool_format)
         state.turn_log.append(
             {
                 "turn": state.turns,
                 "tokens": len(generated),
                 "text": text[:2000],
+                "thinking": thinking[:2000],
                 "start": started,
                 "end": state.clock(),
                 "stage": stage,
                 **state.turn_versions[-1],  # the policy versions of this turn's tokens (two: a weight sync hit it)
             }
         )
-        state.messages.append(assistant_message(content, calls))
+        state.messages.append(assistant_message(content, calls, thinking))
         return calls
 
     async def _dispatch(self, state: Episode, episode: SwarmEpisode, calls: list[Any]) -> list[str]:

@@ -35,13 +35,15 @@ class SubagentServing:
     ``temperature`` is the subagents' sampling temperature in training and validation alike (0: greedy); None
     samples them as the policy is sampled (verl's rollout settings in training, ``val_kwargs`` in validation).
     ``engine_options`` are keys of verl's rollout config that each vllm/sglang replica takes (the YAML's default
-    interpolates the policy rollout's; a null value: verl's default).
+    interpolates the policy rollout's; a null value: verl's default). ``tensor_parallel_size`` is each vllm/sglang
+    replica's tensor-parallel size, i.e. its GPUs.
     """
 
     mode: str = IN_YAML
     model_path: str | None = IN_YAML
     engine: str | None = IN_YAML
     instances: int = IN_YAML
+    tensor_parallel_size: int = IN_YAML  # GPUs of each vllm/sglang replica
     max_model_len: int = IN_YAML
     max_restarts: int = IN_YAML
     num_threads: int = IN_YAML
@@ -65,6 +67,13 @@ class SubagentServing:
             raise ValueError("parl.subagent.base_url and parl.subagent.model are required with mode=external")
         if self.instances < 1:
             raise ValueError("parl.subagent.instances: must be at least 1")
+        if self.tensor_parallel_size < 1:
+            raise ValueError(f"parl.subagent.tensor_parallel_size: must be at least 1, got {self.tensor_parallel_size}")
+        if self.tensor_parallel_size > 1 and self.mode == "dedicated" and self.engine in (None, "hf"):
+            raise ValueError(
+                f"parl.subagent.tensor_parallel_size: {self.tensor_parallel_size} needs parl.subagent.engine vllm or "
+                "sglang (an hf server is one process)"
+            )
         if self.num_threads < 1:
             raise ValueError(f"parl.subagent.num_threads: must be at least 1, got {self.num_threads}")
         if self.max_restarts < 0:
@@ -72,7 +81,7 @@ class SubagentServing:
         if reserved := [key for key in self.engine_options if key in REPLICA_KEYS]:
             raise ValueError(
                 f"parl.subagent.engine_options: {', '.join(reserved)} set by the frozen group itself "
-                "(parl.subagent.engine, model_path, max_model_len), not here"
+                "(parl.subagent.engine, model_path, max_model_len, tensor_parallel_size), not here"
             )
         if problems := placement_errors(self.resources, self.label_selector):
             raise ValueError("; ".join(problems))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_parl.chat.backend import GenerateBackend
-from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
+from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls, split_thinking
 from verl_parl.chat.messages import assistant_message
 from verl_parl.chat.prompts import PromptBuilder, decode, encode
 from verl_parl.context.driver import ContextDriver
@@ -99,6 +99,7 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
     limits: SubagentLimits,
     sampling_params: dict[str, Any],
     context: SubagentContext | None,
+    tool_format: str = "hermes",
 ) -> None:
     driver = ContextDriver(
         context.settings if context is not None else None,
@@ -119,7 +120,8 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
             len(tokenizer.encode(text, add_special_tokens=False)) if isinstance(generated, str) else len(generated)
         )
         result.tokens += n_tokens
-        content, calls = parse_tool_calls(text)
+        thinking, rest = split_thinking(text)
+        content, calls = parse_tool_calls(text, tool_format)
         result.trace.append(
             {
                 "step": result.steps,
@@ -132,14 +134,14 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
             }
         )
         if not calls:
-            result.message, result.status = content or text.strip(), "ok"
+            result.message, result.status = content or rest.strip(), "ok"
             return
         result.tool_calls += len(calls)
         log = result.trace[-1]["tools"]
         work = [_timed(log, clock, tools, driver, call) for call in calls]
         # one call (the common case) runs in this task: gather would wrap it in a task of its own
         observations = [await work[0]] if len(work) == 1 else await asyncio.gather(*work)
-        prompt.extend(generated, assistant_message(content, calls), list(observations))
+        prompt.extend(generated, assistant_message(content, calls, thinking), list(observations))
         rewritten = await driver.manage(prompt.messages, len(prompt.ids))
         if rewritten is not None:
             prompt.reset(rewritten)
@@ -194,6 +196,7 @@ async def run_subagent(
     context: SubagentContext | None = None,
     origin: float | None = None,
     deadlines: DeadlineGroup | None = None,
+    tool_format: str = "hermes",
 ) -> SubagentResult:
     """Run one subagent to its final message; every failure becomes a failure message. Session
     tools get one session for this subagent, closed when it ends. Times in the result (``start``,
@@ -213,7 +216,9 @@ async def run_subagent(
     result.start = clock()
     try:
         async with ToolBox(tools.values()) as box:
-            work = _loop(result, clock, backend, tokenizer, messages, box, limits, sampling_params, context)
+            work = _loop(
+                result, clock, backend, tokenizer, messages, box, limits, sampling_params, context, tool_format
+            )
             await (within(work, limits.timeout_s) if deadlines is None else deadlines.run(work))
     except TimeoutError:
         result.status = "timeout"

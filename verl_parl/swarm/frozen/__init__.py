@@ -83,7 +83,15 @@ def get_backend(serving: SubagentServing, server_manager: Any) -> Any:
             _WARNED_SHARED.append(True)
             logger.warning("parl.subagent.mode=shared: subagents use the live policy, they are not frozen")
         return SharedBackend(server_manager)
-    key = (serving.mode, serving.model_path, serving.instances, serving.base_url, serving.model, serving.engine)
+    key = (
+        serving.mode,
+        serving.model_path,
+        serving.instances,
+        serving.base_url,
+        serving.model,
+        serving.engine,
+        serving.tensor_parallel_size,
+    )
     if key not in _BACKENDS:
         if serving.mode == "dedicated" and not is_hf(serving):
             from verl_parl.swarm.frozen.engine import GroupBackend, group_actor

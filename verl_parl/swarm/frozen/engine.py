@@ -1,7 +1,8 @@
 """The dedicated frozen group on a GPU engine (``parl.subagent.engine`` = ``vllm`` or ``sglang``).
 
 One named Ray actor, ``parl_frozen_group``, owns ``instances`` verl rollout replicas started standalone
-(each on its own resource pool, loading ``parl.subagent.model_path``, configured by
+(each on its own resource pool of ``parl.subagent.tensor_parallel_size`` GPUs on one machine, at that
+tensor-parallel size, loading ``parl.subagent.model_path``, configured by
 ``parl.subagent.engine_options``: by default the policy rollout's dtype, eager mode, sleep mode, KV-cache
 and engine keyword arguments, so the CPU profile's vLLM settings reach it too). It is never handed to the
 trainer's checkpoint manager, so the replicas never receive weight updates. Agent-loop workers in any
@@ -191,13 +192,20 @@ def replica_name(rank: int) -> str:
     return f"{FROZEN_GROUP_ACTOR} replica {rank}"
 
 
-def group_info(engine: str, model_path: str, instances: int) -> dict[str, Any]:
-    return {"engine": engine, "model_path": model_path, "instances": instances}
+def group_info(engine: str, model_path: str, instances: int, tensor_parallel_size: int = 1) -> dict[str, Any]:
+    return {
+        "engine": engine,
+        "model_path": model_path,
+        "instances": instances,
+        "tensor_parallel_size": tensor_parallel_size,
+    }
 
 
-def group_mismatch(info: dict[str, Any], engine: str, model_path: str, instances: int) -> str | None:
+def group_mismatch(
+    info: dict[str, Any], engine: str, model_path: str, instances: int, tensor_parallel_size: int = 1
+) -> str | None:
     """Why an existing ``parl_frozen_group`` can't serve these settings, or None when it can."""
-    wanted = group_info(engine, model_path, instances)
+    wanted = group_info(engine, model_path, instances, tensor_parallel_size)
     diffs = [f"{key}={info.get(key)!r} (wanted {value!r})" for key, value in wanted.items() if info.get(key) != value]
     return f"{FROZEN_GROUP_ACTOR} already runs with " + ", ".join(diffs) if diffs else None
 
@@ -216,13 +224,16 @@ class FrozenGroupActor:
         engine_options: dict[str, Any] | None = None,
         *,
         max_restarts: int = 0,
+        tensor_parallel_size: int = 1,
     ) -> None:
-        self.info_ = group_info(engine, model_path, instances)
+        self.info_ = group_info(engine, model_path, instances, tensor_parallel_size)
         self.group = ReplicaGroup(
             replica_class(engine),
             instances,
-            replica_rollout_config(engine, max_model_len, engine_options),
+            replica_rollout_config(engine, max_model_len, engine_options, tensor_parallel_size),
             replica_model_config(model_path),
+            # a replica's GPUs on one machine: verl places a replica of world size W over W / gpus_per_node nodes
+            gpus_per_node=tensor_parallel_size,
             max_restarts=max_restarts,
             announce=self._announce,
         )
@@ -276,13 +287,14 @@ def group_actor(serving: Any) -> Any:
             serving.max_model_len,
             serving.engine_options,
             max_restarts=serving.max_restarts,
+            tensor_parallel_size=serving.tensor_parallel_size,
         )
     )
 
 
 def check_group(info: dict[str, Any], serving: Any) -> None:
     """Raise ValueError when the running group was started with other settings than ``serving``."""
-    problem = group_mismatch(info, serving.engine, serving.model_path, serving.instances)
+    problem = group_mismatch(info, serving.engine, serving.model_path, serving.instances, serving.tensor_parallel_size)
     if problem:
         raise ValueError(problem)
 
