@@ -69,7 +69,8 @@ def test_ray_stays_on_loopback_for_a_private_or_loopback_cluster_only() -> None:
 
 def test_the_private_cluster_stays_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERL_PARL_CACHE", str(tmp_path / "cache"))
-    kwargs = ray_init_kwargs(composed(["profile=cpu"]), tmp_path, namespace="run-1")
+    # the count the driver declares on the CPU profile (verl_parl.cli.gpus.declare_logical_gpus), here given
+    kwargs = ray_init_kwargs(composed(["profile=cpu", "ray_kwargs.ray_init.num_gpus=1"]), tmp_path, namespace="run-1")
     assert kwargs["address"] == "local"
     assert kwargs["_node_ip_address"] == "127.0.0.1"
     assert (kwargs["num_cpus"], kwargs["num_gpus"]) == (16, 1)
@@ -83,7 +84,9 @@ def test_an_address_joins_the_cluster_without_the_node_keys(
 ) -> None:
     """The key is declared (null) in our config, so the plain override works as well as verl's ``++`` form."""
     monkeypatch.setenv("VERL_PARL_CACHE", str(tmp_path / "cache"))
-    cfg = composed(["profile=cpu", f"{form}ray_kwargs.ray_init.address=127.0.0.1:6380"])
+    cfg = composed(
+        ["profile=cpu", f"{form}ray_kwargs.ray_init.address=127.0.0.1:6380", "ray_kwargs.ray_init.num_gpus=1"]
+    )
     kwargs = ray_init_kwargs(cfg, tmp_path, namespace="run-1")
     assert kwargs["address"] == "127.0.0.1:6380"
     assert kwargs["_node_ip_address"] == "127.0.0.1"  # a cluster of this machine's nodes: the driver stays on it
@@ -128,3 +131,11 @@ def test_logical_gpus_spread_too_thin_or_held_by_another_job() -> None:
 
 def test_the_config_declares_the_address_key() -> None:
     assert OmegaConf.select(composed(["profile=cpu"]), "ray_kwargs.ray_init.address", default="missing") is None
+
+
+def test_a_joined_cluster_s_gpus_are_its_nodes_not_declared_by_the_driver() -> None:
+    from verl_parl.cli.gpus import cluster_gpus
+
+    cfg = composed(["profile=cpu", "ray_kwargs.ray_init.address=10.0.0.5:6379"])
+    assert cluster_gpus(cfg, "cpu") == (None, "the joined cluster's nodes")  # checked on joining (gpu_errors above)
+    assert cluster_gpus(composed(["profile=cpu", "ray_kwargs.ray_init.num_gpus=3"]), "cpu")[0] == 3
