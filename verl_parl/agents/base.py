@@ -195,7 +195,6 @@ class SegmentedAgentLoop(AgentLoopBase):
         multi_turn = getattr(self.rollout_config, "multi_turn", None)
         return str(getattr(multi_turn, "format", None) or "hermes")
 
-
     async def _begin(self, state: Episode, tools: list[dict[str, Any]]) -> None:
         ids = await self.ct_build_initial_tokens(state.messages, tools=tools or None)
         state.segment = Segment(ids=list(ids), prompt_len=len(ids))

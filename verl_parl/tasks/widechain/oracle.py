@@ -196,6 +196,7 @@ def score(task: dataset.WideChainTask, answer: str) -> float:
 
 # ------------------------------------------------------------------------------------------ agents
 
+
 def _Context(  # noqa: N802 - the plans' context, with this family's oracle summariser
     tokenizer: Any, messages: list[Message], schemas: list[dict[str, Any]], policy: str = "none", options: Any = None
 ) -> PlanContext:
