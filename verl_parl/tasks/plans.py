@@ -17,12 +17,31 @@ from verl_parl.chat.prompts import render_ids
 from verl_parl.context.policies import RewriteContext
 from verl_parl.context.settings import ContextSettings
 
-__all__ = ["ContextLimits", "PlanContext", "prompt_tokens"]
+__all__ = ["ContextLimits", "PlanContext", "PlanResult", "prompt_tokens"]
 
 Message = dict[str, Any]
 
 _PLACEHOLDER = "."
 _TEXT_TOKENS: dict[tuple[int, str], int] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanResult:
+    """One plan on one task."""
+
+    plan: str
+    rows: int
+    critical_steps: int  # as the loop counts them under the budget (the forced answer turn included)
+    item_f1: float
+    answered: bool
+    budget_exhausted: bool
+    context_exceeded: bool
+    max_prompt_tokens: int  # the longest prompt any of the plan's agents generated from
+    parallelism: float = 0.0
+    complete: bool = False  # answered with every cell of every row
+    messages: tuple[Message, ...] = dataclasses.field(default=(), compare=False, repr=False)
+    """The plan's main agent's conversation as it last saw it (after its context policy's rewrites), ending with
+    its answer (and, when the budget forced it, the loop's budget message before it): a demonstration."""
 
 
 class ContextLimits(Protocol):

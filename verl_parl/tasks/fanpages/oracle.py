@@ -33,7 +33,7 @@ from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
 from verl_parl.tasks.fanout.world import HEADER, FanoutTask
 from verl_parl.tasks.fanpages import design, world
-from verl_parl.tasks.plans import PlanContext
+from verl_parl.tasks.plans import PlanContext, PlanResult
 
 Message = dict[str, Any]
 
@@ -65,22 +65,6 @@ class Limits:
     context_tokens: int = dataclasses.field(default_factory=design.context_tokens)
     trigger_tokens: int = dataclasses.field(default_factory=design.trigger_tokens)
     subagent_max_steps: int = design.SUBAGENT_STEPS + 1
-
-
-@dataclasses.dataclass(frozen=True)
-class PlanResult:
-    """One plan on one task."""
-
-    plan: str
-    rows: int
-    critical_steps: int  # as the loop counts them under the budget (the forced answer turn included)
-    item_f1: float
-    answered: bool
-    budget_exhausted: bool
-    context_exceeded: bool
-    max_prompt_tokens: int
-    complete: bool  # every row answered right
-    messages: tuple[Message, ...] = ()  # the agent's context at its answer (the demonstrations use it)
 
 
 def lookup_call(word: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from verl_parl.rewards.scorers import table_scorer
 from verl_parl.rewards.table import markdown_rule
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
-from verl_parl.tasks.plans import PlanContext
+from verl_parl.tasks.plans import PlanContext, PlanResult
 from verl_parl.tasks.research.corpus import as_written
 from verl_parl.tasks.widechain import dataset, design
 from verl_parl.tools.runtime import ToolRuntime
@@ -67,25 +67,6 @@ class Limits:
     context_tokens: int = dataclasses.field(default_factory=design.context_tokens)
     trigger_tokens: int = dataclasses.field(default_factory=design.trigger_tokens)
     subagent_max_steps: int = design.SUBAGENT_STEPS + 1
-
-
-@dataclasses.dataclass(frozen=True)
-class PlanResult:
-    """One plan on one task."""
-
-    plan: str
-    rows: int
-    critical_steps: int  # as the loop counts them under the budget (the forced answer turn included)
-    item_f1: float
-    answered: bool
-    budget_exhausted: bool
-    context_exceeded: bool
-    max_prompt_tokens: int  # the longest prompt any of the plan's agents generated from
-    parallelism: float = 0.0
-    complete: bool = False  # answered with every cell of every row
-    messages: tuple[Message, ...] = dataclasses.field(default=(), compare=False, repr=False)
-    """The plan's main agent's conversation as it last saw it (after its context policy's rewrites), ending with
-    its answer (and, when the budget forced it, the loop's budget message before it): a demonstration."""
 
 
 # ------------------------------------------------------------------------------------ reading pages
