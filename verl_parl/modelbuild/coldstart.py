@@ -7,13 +7,8 @@ as the agent loops render conversations (same system prompts and tool schemas), 
 assistant tokens only (each assistant turn up to and including ``<|im_end|>``: what the model
 generates in a rollout). The result is an ordinary HF checkpoint folder.
 
-Usage::
-
-    from verl_parl.modelbuild.coldstart import ColdStartSpec, build_coldstart_model
-
-    path = build_coldstart_model(ColdStartSpec(steps=800))  # cached after the first call
-
-or ``python -m verl_parl.modelbuild coldstart --steps 800``, or ``${parl_asset:coldstart_model}`` in YAML.
+Usage: ``build_coldstart_model(ColdStartSpec(steps=800))`` (cached after the first call), or
+``python -m verl_parl.modelbuild coldstart --steps 800``, or ``${parl_asset:coldstart_model}`` in YAML.
 
 It is a plain torch loop (AdamW, warm-up + cosine schedule, masked cross-entropy, right padding,
 fixed seed) rather than verl's ``sft_trainer``; see ``docs/cpu.md`` for why.

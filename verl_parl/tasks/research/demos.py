@@ -11,11 +11,10 @@ Named by the ``research`` task's spec (:mod:`verl_parl.tasks.research.plugin`, r
   ``assign_task`` per entity, **in parallel** (all in one turn) or **serially** (one per turn; share
   :data:`PARALLEL_SHARE` in parallel), then the markdown table assembled from the rows the subagents
   returned; ``wide_neighbours`` first asks one subagent for the neighbours; deep tasks go to one subagent;
-* ``agent`` -- ``researcher`` / ``tool_agent``: one ``search`` call with a query per entity or hop, then
-  the answer.
+* ``agent`` -- ``researcher`` / ``tool_agent``: one ``search`` call with a query per entity or hop, then the answer.
 
-Every ``tool`` message is what the search tool really returns: the suite's corpus is generated and
-indexed (in a temporary folder, once per process and seed) and searched with the options that
+Every ``tool`` message is what the search tool really returns: the suite's corpus is generated and indexed (in a
+temporary folder, once per process and seed) and searched with the options that
 :func:`~verl_parl.tasks.research.dataset.write_tool_config` gives the runs. Only **training** entities
 appear (the split's country pool of :func:`~verl_parl.tasks.research.dataset.partition_countries`), so
 held-out tasks stay unseen. Searches ask for one hit (``"k": 1``) by the page's title; an entity whose
@@ -67,23 +66,14 @@ from verl_parl.tools.base import Tool
 from verl_parl.tools.index import SearchIndex, corpus_indexer
 
 __all__ = [
-    "FACT_LINES",
-    "PARALLEL_SHARE",
-    "SUBAGENT_NAME",
-    "SUBAGENT_PROMPTS",
-    "DemoWorld",
-    "demo_world",
-    "heldout_neighbour_lists",
-    "heldout_orchestrations",
-    "heldout_row_lookups",
-    "research_agent",
-    "research_orchestrator",
-    "research_subagent",
-]
+    "FACT_LINES", "PARALLEL_SHARE", "SUBAGENT_NAME", "SUBAGENT_PROMPTS", "DemoWorld", "demo_world",
+    "heldout_neighbour_lists", "heldout_orchestrations", "heldout_row_lookups",
+    "research_agent", "research_orchestrator", "research_subagent",
+]  # fmt: skip
 
 PARALLEL_SHARE = 0.3
-"""Share of wide orchestrator demonstrations that assign all entities in one turn (the rest: one per turn).
-The cold-start policy is mostly serial on purpose: PARL's reward is what should teach parallelism."""
+"""Share of wide orchestrator demonstrations that assign all entities in one turn (the rest: one per turn): mostly
+serial on purpose, PARL's reward is what should teach parallelism."""
 EACH_PLANS = False
 """Whether those one-turn plans are one ``assign_each`` whose items copy the question's list, from its space before
 the first name on (``"items": " Lima; Lautoka"``: `` Lima`` and ``Lima`` are different tokens); its schema is then
