@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,7 +48,7 @@ class Node:
 
 def environment(cache_dir: Path) -> dict[str, str]:
     """What a node's processes (and so its workers) see beyond the launching shell's environment."""
-    env = {"VERL_PARL_CACHE": str(cache_dir), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    env = {"VERL_PARL_CACHE": str(cache_dir), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
     if os.environ.get("PYTHONPATH"):  # a checkout that is not the installed one (its workers must import it)
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
@@ -97,17 +98,37 @@ def start(folder: Path) -> tuple[Any, dict[str, Node]]:
 
 
 def connections() -> list[str] | None:
-    """Established TCP connections of this machine whose ends are not both loopback addresses (``ss -tn``); None
-    when ``ss`` did not answer in time (a busy machine)."""
+    """Established TCP connections of this process and its descendants (the cluster's nodes and the runs) whose ends
+    are not both loopback addresses (``ss -tnp``); None when ``ss`` did not answer in time (a busy machine). Other
+    processes of the machine (another session's package downloads, say) are not the test's."""
     try:
-        out = subprocess.run(["ss", "-Htn"], check=False, capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(["ss", "-Htnp"], check=False, capture_output=True, text=True, timeout=60).stdout
     except subprocess.TimeoutExpired:
         return None
+    ours = descendants(os.getpid())
     found = []
     for line in out.splitlines():
         fields = line.split()
-        if len(fields) >= 5 and not all(_loopback(end) for end in fields[3:5]):
+        owners = {int(pid) for pid in re.findall(r"pid=(\d+)", line)}
+        if len(fields) >= 5 and owners & ours and not all(_loopback(end) for end in fields[3:5]):
             found.append(line.strip())
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    """``root`` and every process below it (read from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, grew = {root}, True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= below
+        grew = bool(below)
     return found
 
 
@@ -130,6 +151,7 @@ def named_actors() -> list[dict[str, str]]:
 def run_all(folder: Path, runs: dict[str, tuple[str, ...]]) -> None:
     """Start the cluster, run ``runs`` at once against it, sample connections and actors, stop the cluster."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before ray is imported: it reads it then
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage report to Ray's servers: traffic stays on loopback
     import ray
 
     cluster, nodes = start(folder)

@@ -138,7 +138,8 @@ def test_no_traces_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_the_size_cap_drops_and_counts_episodes(tmp_path: Path) -> None:
     record = timed_record()
-    size = len(json.dumps(record)) + 1
+    probe = tmp_path / "probe"
+    size = append_record(probe, record).stat().st_size  # a line as written (with the node it names, in a Ray worker)
     written = [append_record(tmp_path, record, max_bytes=2 * size + 10) for _ in range(5)]
     assert [w is not None for w in written] == [True, True, False, False, False]
     assert dropped_count(tmp_path) == 3 and (tmp_path / DROPPED_FILE).exists()

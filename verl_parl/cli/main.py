@@ -94,6 +94,7 @@ def prepare_environment(profile: str, address: str | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1" if profile == "cpu" else os.environ.get("HF_HUB_OFFLINE", "0"))
     os.environ.setdefault("TQ_NUM_THREADS", str(transfer_queue_threads()))
     os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # worker lines go to the run's console.log: no ANSI colours
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report to Ray's servers from a run
 
 
 def transfer_queue_threads(default: int = 8) -> int:
