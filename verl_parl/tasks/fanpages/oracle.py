@@ -177,9 +177,10 @@ async def oracle_summary(prompt: str) -> str:
 # ------------------------------------------------------------------------------------------ contexts
 
 
-def Context(  # noqa: N802 - the plans' context, with this task's oracle summariser
+def agent_context(
     tokenizer: Any, messages: list[Message], schemas: list[dict[str, Any]], policy: str = "none", options: Any = None
 ) -> PlanContext:
+    """An agent's context under ``policy`` (with ``options``), summarised by this task's oracle summariser."""
     return PlanContext(tokenizer, messages, schemas, policy, dict(options or {}), summarize=oracle_summary)
 
 
@@ -199,7 +200,7 @@ async def single_agent(
     """The ``researcher`` plan looking up ``group`` words a turn under ``policy`` (see the module docstring);
     ``snapshots``, when given, receives the prompt and the turn of each generation."""
     prompt = world.make_row(task, 0, "test", "researcher")["prompt"]
-    ctx = Context(tokenizer, [dict(m) for m in prompt], [world.TOOL_SCHEMA], *policy)
+    ctx = agent_context(tokenizer, [dict(m) for m in prompt], [world.TOOL_SCHEMA], *policy)
     if snapshots is not None:
         ctx.snapshots = snapshots
     turns, answer, exceeded, forced = 0, "", False, False
@@ -236,9 +237,9 @@ async def single_agent(
     )
 
 
-async def subagent(start: str, w: world.World, tokenizer: Any, limits: Limits) -> tuple[SubagentRecord, Context]:
+async def subagent(start: str, w: world.World, tokenizer: Any, limits: Limits) -> tuple[SubagentRecord, PlanContext]:
     """A subagent given ``start``: k lookups in its own context (``hide_tool_result``), then its one-row reply."""
-    ctx = Context(
+    ctx = agent_context(
         tokenizer,
         [{"role": "system", "content": world.SUBAGENT_PROMPT}, {"role": "user", "content": " " + start}],
         [world.TOOL_SCHEMA],
@@ -267,7 +268,7 @@ async def orchestrator(
 ) -> PlanResult:
     """The swarm plan (``parallel``: every word assigned in the first turn) or the serial one (a word a turn)."""
     prompt = world.make_row(task, 0, "test", "parl_swarm")["prompt"]
-    ctx = Context(tokenizer, [dict(m) for m in prompt], list(ORCHESTRATOR_TOOL_SCHEMAS), *AGENT_POLICY)
+    ctx = agent_context(tokenizer, [dict(m) for m in prompt], list(ORCHESTRATOR_TOOL_SCHEMAS), *AGENT_POLICY)
     stages: list[Stage] = []
     found: dict[str, int] = {}
     waiting = list(task.words)

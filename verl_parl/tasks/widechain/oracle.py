@@ -178,9 +178,10 @@ def score(task: dataset.WideChainTask, answer: str) -> float:
 # ------------------------------------------------------------------------------------------ agents
 
 
-def _Context(  # noqa: N802 - the plans' context, with this family's oracle summariser
+def agent_context(
     tokenizer: Any, messages: list[Message], schemas: list[dict[str, Any]], policy: str = "none", options: Any = None
 ) -> PlanContext:
+    """An agent's context under ``policy`` (with ``options``), summarised by this task's oracle summariser."""
     return PlanContext(tokenizer, messages, schemas, policy, dict(options or {}), summarize=oracle_summary)
 
 
@@ -199,7 +200,7 @@ async def single_agent(
     """The ``researcher`` plan under ``policy`` (see the module docstring)."""
     cities = [c.city for c in task.chains]
     prompt = dataset.make_row(task, 0, "test", "researcher")["prompt"]
-    ctx = _Context(tokenizer, [dict(m) for m in prompt], [runtime.tool.schema], *policy)
+    ctx = agent_context(tokenizer, [dict(m) for m in prompt], [runtime.tool.schema], *policy)
     turns, answer, exceeded = 0, "", False
     while turns < limits.budget:
         if not ctx.fits(limits):
@@ -253,7 +254,7 @@ async def subagent_run(
 ) -> tuple[SubagentRecord, int, list[Message]]:
     """:func:`subagent`, and its conversation as it last saw it, ending with its reply (if it replied)."""
     messages = [{"role": "system", "content": SUBAGENT_PROMPT}, {"role": "user", "content": assignment(chain.city)}]
-    ctx = _Context(tokenizer, messages, [runtime.tool.schema], "hide_tool_result")
+    ctx = agent_context(tokenizer, messages, [runtime.tool.schema], "hide_tool_result")
     steps = tool_calls = 0
     while steps < limits.subagent_max_steps:
         if not ctx.fits(limits):
@@ -279,7 +280,7 @@ async def orchestrator(
     """The ``parl_swarm`` plan: every row in the first turn (``parallel``) or one row a turn."""
     cities = [c.city for c in task.chains]
     prompt = dataset.make_row(task, 0, "test", "parl_swarm")["prompt"]
-    ctx = _Context(tokenizer, [dict(m) for m in prompt], list(ORCHESTRATOR_TOOL_SCHEMAS))
+    ctx = agent_context(tokenizer, [dict(m) for m in prompt], list(ORCHESTRATOR_TOOL_SCHEMAS))
     batches = [list(task.chains)] if parallel else [[c] for c in task.chains]
     stages: list[Stage] = []
     rows: list[str] = []
