@@ -1,5 +1,5 @@
 """``fanpages``: N independent words, each followed through k = 3 dependent lookups to a number, where every lookup
-returns a long index page of which one line is the word's. The default task: the pages of N words do not fit one
+returns a long index page of which one line is the word's. The pages of N words do not fit one
 context, one word's pages fit a subagent's, so only a swarm answers every word under the budget B (docs/tasks.md,
 "The fanpages task").
 

@@ -1,4 +1,4 @@
-"""Built-in plugin of the ``fanpages`` task (``embedded=fanpages``, the default): the task and its ``lookup`` tool."""
+"""Built-in plugin of the ``fanpages`` task (``embedded=fanpages``): the task and its ``lookup`` tool."""
 
 from __future__ import annotations
 
