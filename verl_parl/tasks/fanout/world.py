@@ -166,10 +166,15 @@ class Hop:
         self.world = world(int(seed))
 
     async def run(self, arguments: dict[str, Any]) -> str:
-        word = arguments.get("word")
-        if not isinstance(word, str) or not word.strip():
-            raise ToolError("hop needs a string argument 'word'")
-        return self.world.hop(word)
+        return self.world.hop(word_argument(arguments, "hop"))
+
+
+def word_argument(arguments: dict[str, Any], tool: str) -> str:
+    """The ``word`` argument of a call to ``tool``; :class:`ToolError` naming both when it is not a non-empty string."""
+    word = arguments.get("word")
+    if not isinstance(word, str) or not word.strip():
+        raise ToolError(f"{tool} needs a string argument 'word'")
+    return word
 
 
 # ------------------------------------------------------------------------------------------------ tasks

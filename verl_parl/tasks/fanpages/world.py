@@ -18,7 +18,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from verl_parl.tasks.fanout.world import HEADER, FanoutConfig, FanoutTask, RowStyle, words_of
+from verl_parl.tasks.fanout.world import HEADER, FanoutConfig, FanoutTask, RowStyle, word_argument, words_of
 from verl_parl.tasks.fanout.world import config_errors as fanout_config_errors
 from verl_parl.tasks.fanout.world import make_row as fanout_row
 from verl_parl.tasks.fanout.world import write as fanout_write
@@ -159,10 +159,7 @@ class Lookup:
         self.world = world(int(seed))
 
     async def run(self, arguments: dict[str, Any]) -> str:
-        word = arguments.get("word")
-        if not isinstance(word, str) or not word.strip():
-            raise ToolError("lookup needs a string argument 'word'")
-        return self.world.page(word)
+        return self.world.page(word_argument(arguments, TOOL_NAME))
 
 
 # ------------------------------------------------------------------------------------------------ tasks
