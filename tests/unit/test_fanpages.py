@@ -53,10 +53,10 @@ def test_a_lookup_returns_the_word_s_long_page_and_names_a_bad_word() -> None:
     start = w.starts["test"][0]
     page = asyncio.run(world.Lookup().run({"word": " " + start}))
     lines = page.splitlines()[1:]
-    assert f"- {start} leads to {w.leads_to[start]}." in lines
+    assert f"- {start} {w.leads_to[start]}" in lines
     assert len(lines) >= design.PAGE_LINES and len({line.split()[1] for line in lines}) == len(lines)
     last = w.chain(start)[-1]
-    assert f"- {last} holds the number {w.numbers[last]}." in w.page(last)
+    assert f"- {last} {w.numbers[last]}" in w.page(last)
     with pytest.raises(ToolError, match="no word 'zzz' in the index"):
         asyncio.run(world.Lookup().run({"word": "zzz"}))
     with pytest.raises(ToolError, match="string argument 'word'"):
@@ -109,7 +109,7 @@ def test_a_subagent_holds_its_word_s_pages_in_its_own_context() -> None:
     start = w.starts["val"][3]
     last = w.chain(start)[-1]
     # the line it read, quoted as on the page, then its row
-    assert record.result == f"- {last} holds the number {w.number(start)}.\n" + oracle.row(start, w.number(start))
+    assert record.result == f"- {last} {w.number(start)}\n" + oracle.row(start, w.number(start))
 
 
 def test_snapshot_demonstrations_train_one_generation_as_the_agent_saw_it() -> None:
@@ -144,7 +144,7 @@ def _stages(messages: list[dict]) -> list:
 
 
 def test_a_reading_turn_quotes_the_line_it_read_before_it_acts() -> None:
-    """Quoting the key first makes reading a copy: "- tavo leads to" is on the page, and so is what follows it."""
+    """Quoting the key first makes reading a copy: "- tavo" is on the page, and so is what follows it."""
     rng = random.Random(1)
     for _ in range(12):
         demo = demos.fanpages_subagent(rng)
@@ -154,7 +154,7 @@ def test_a_reading_turn_quotes_the_line_it_read_before_it_acts() -> None:
         quote = str(turn["content"]).splitlines()[0]
         assert quote in pages[-1]["content"].splitlines()
         called = turn["tool_calls"][0]["function"]["arguments"]["word"].strip() if turn.get("tool_calls") else None
-        assert called is None or quote.endswith(f" {called}.")
+        assert called is None or quote.endswith(f" {called}")
 
 
 def test_the_single_agent_is_told_its_calls_run_in_parallel_and_its_notes_are_true() -> None:

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 from verl_parl.tasks.fanpages import design
 
@@ -93,12 +94,48 @@ def _probe(args: argparse.Namespace) -> int:
             with torch.no_grad():
                 out = model.generate(ids, max_new_tokens=48, do_sample=False, pad_token_id=tokenizer.pad_token_id)
             right.setdefault(step, []).append(want in tokenizer.decode(out[0][ids.shape[1] :]))
+    rows = [asyncio.run(_own_row(model, tokenizer, start, w)) for start in starts]
     print("| step | what it must write | right |")
     print("|---|---|---|")
     for step, found in sorted(right.items()):
         what = "the assigned word's lookup" if step == 1 else "the row" if step > design.HOPS else "the next lookup"
         print(f"| {step} | {what} | {sum(found)} / {len(found)} |")
+    print(f"| all, on its own turns | the right row | {sum(rows)} / {len(rows)} |")
     return 0
+
+
+async def _own_row(model: Any, tokenizer: Any, start: str, w: Any) -> bool:
+    """Whether ``model``, greedy, as a subagent given ``start`` (its own turns, the task's context policy and step
+    cap), replies with the word's right row."""
+    import torch
+
+    from verl_parl.chat.calls import ToolCall, parse_tool_calls
+    from verl_parl.chat.messages import assistant_message
+    from verl_parl.chat.prompts import render_ids
+    from verl_parl.tasks.fanpages import oracle, world
+    from verl_parl.tools.base import ToolError
+
+    limits = oracle.Limits()
+    prompt = [{"role": "system", "content": world.SUBAGENT_PROMPT}, {"role": "user", "content": " " + start}]
+    ctx = oracle.agent_context(tokenizer, prompt, [world.TOOL_SCHEMA], "hide_tool_result")
+    for _ in range(limits.subagent_max_steps):
+        if not ctx.fits(limits):
+            return False
+        ids = torch.tensor([render_ids(tokenizer, ctx.messages, [world.TOOL_SCHEMA])])
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=48, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        content, calls = parse_tool_calls(tokenizer.decode(out[0][ids.shape[1] :], skip_special_tokens=True))
+        if not calls:
+            return oracle.row(start, w.number(start)) in content
+        ctx.generate(assistant_message(content, calls))
+        pages = []
+        for call in calls:
+            try:
+                pages.append(w.page(str(call.arguments.get("word", ""))) if isinstance(call, ToolCall) else call.message)
+            except ToolError as error:
+                pages.append(f"error: {error}")
+        await ctx.observe(pages, limits)
+    return False
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The ``fanpages`` task's shape: rows N, lookups k, the page size; the budget B and the context length C are the
 task's YAML's (``configs/embedded/fanpages.yaml``), read from there.
 
-A lookup returns one index page of :data:`PAGE_LINES` entries, ~290 tokens of the tiny model: the looked-up word's
+A lookup returns one index page of :data:`PAGE_LINES` entries, ~220 tokens of the tiny model: the looked-up word's
 line among the other words of its page. With C = 896 tokens for every agent (the single agent, the orchestrator,
 each subagent), one page fits beside a prompt and an agent's turns, two do not (measured by
 :mod:`~verl_parl.tasks.fanpages.oracle`), so

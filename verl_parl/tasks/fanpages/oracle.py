@@ -158,7 +158,7 @@ def notes_text(now: Progress, task: FanoutTask) -> str:
 
 def quotes(messages: Sequence[Message], w: world.World) -> list[str]:
     """The lines an agent quotes before it acts: the entry of each word of its last lookup turn, when that page is
-    still shown, written as on the page (``- tavo leads to kemi.``). Quoting the key first makes reading a copy: the
+    still shown, written as on the page (``- tavo kemi``). Quoting the key first makes reading a copy: the
     page holds the same tokens, and what followed them there follows them here."""
     last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
     if last is None or not last.get("tool_calls"):

@@ -77,11 +77,15 @@ def config_errors(values: dict[str, Any]) -> list[str]:
 # ------------------------------------------------------------------------------------------------ world
 
 
+PAGE_HEADER = "Index page (each word, then the word it leads to or its number):\n"
+
+
 def entry(word: str, world: World) -> str:
-    """A word's line on its page."""
+    """A word's line on its page: the word, then the word it leads to (or its number), nothing between them, so
+    that what follows the word on the page is what a reader copies."""
     if word in world.leads_to:
-        return f"- {word} leads to {world.leads_to[word]}."
-    return f"- {word} holds the number {world.numbers[word]}."
+        return f"- {word} {world.leads_to[word]}"
+    return f"- {word} {world.numbers[word]}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +103,7 @@ class World:
         word = word.strip()
         if word not in self.pages:
             raise ToolError(f"no word {word!r} in the index: lookup takes one word of the task or of the last page")
-        return "Index page:\n" + "\n".join(entry(w, self) for w in self.pages[word])
+        return PAGE_HEADER + "\n".join(entry(w, self) for w in self.pages[word])
 
     def chain(self, start: str) -> tuple[str, ...]:
         """``start`` and the words its lookups reach, the last one holding the number."""
