@@ -42,12 +42,12 @@ def train(folder: Path, overrides: list[str]) -> dict[str, Any]:
     return json.loads(summary.read_text())
 
 
-def evaluate(model: str, data: Path, mode: str, *, subagents: str, out: Path) -> dict[str, Any]:
+def evaluate(model: str, data: Path, mode: str, *, task: str, subagents: str, out: Path) -> dict[str, Any]:
     """``python -m verl_parl.evaluate`` of ``mode`` on ``data``; its report's mode summary."""
     if not out.is_file():
         print(f"[compare] evaluating {model} ({mode}) on {data}", file=sys.stderr, flush=True)
         command = [sys.executable, "-m", "verl_parl.evaluate", "--model", model, "--data", str(data), "--modes", mode]
-        command += ["--subagent-model", subagents, "--out", str(out)]
+        command += ["--subagent-model", subagents, "--out", str(out), f"embedded={task}"]
         subprocess.run(command, check=True, stdout=sys.stderr)
     return dict(json.loads(out.read_text())["modes"][mode])
 
@@ -67,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             config = (folder / "resolved_config.yaml").read_text()
             test = _data_folder(config) / "test.parquet"
             subagents = _model_path(config)
-            found = evaluate(summary["final_model"], test, mode, subagents=subagents, out=folder / "test_eval.json")
+            found = evaluate(
+                summary["final_model"], test, mode, task=args.task, subagents=subagents, out=folder / "test_eval.json"
+            )
             rows[name].append((found["item_f1"], found["critical_steps"]))
     print(f"| agent ({args.task}, test split, greedy) | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean |")
     print("|---" * (len(args.seeds) + 2) + "|")

@@ -4,7 +4,7 @@ One shared run (``tests/e2e/two_nodes.py``, two of the pool's slots) starts a he
 GPUs and a second node declaring the resource ``frozen``, on 127.0.0.1 only, each node with its own Ray temp folder
 and asset cache. Against it, at once and with ``ray_kwargs.ray_init.address`` set:
 
-- ``fanout``: 2 GRPO steps of ``parl_swarm`` on the default task, its frozen group placed on the second node
+- ``fanout``: 2 GRPO steps of ``parl_swarm`` on the fanout task, its frozen group placed on the second node
   (``parl.subagent.resources={frozen: 1}``), an agent-loop worker on each node, every episode traced;
 - ``arithmetic``: 2 steps of the arithmetic task, its own frozen group on the second node too.
 

@@ -140,7 +140,7 @@ def vllm_swarm_run(path: Path) -> RunSpec:
 
 
 POLICY_ON_VLLM = (
-    "embedded=fanout",  # the default task (the test runs' default is arithmetic, whose head_dim vLLM refuses)
+    "embedded=fanout",  # the dispatch task (the test runs' default is arithmetic, whose head_dim vLLM refuses)
     f"trainer.total_training_steps={STEPS}",
     "trainer.test_freq=-1",
     "trainer.val_before_train=false",

@@ -317,17 +317,20 @@ def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(
     assert (path / "model.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes()
 
 
-def test_the_package_ships_the_default_tasks_cold_start() -> None:
-    """The default run copies the fanout cold start (1,200 SFT steps, 20-27 minutes on 2 cores) built with the
-    share its config names; a recipe or demonstration change without a rebuild fails here, not in a run."""
+@pytest.mark.parametrize(
+    ("task", "minutes"), [("fanpages", "9-17 (1,500 SFT steps)"), ("fanout", "20-27 (1,200 SFT steps)")]
+)
+def test_the_package_ships_the_fanout_tasks_cold_starts(task: str, minutes: str) -> None:
+    """The default run (fanpages) and fanout's learning test copy their cold starts, built with the share the task's
+    config names; a recipe or demonstration change without a rebuild fails here, not in a run."""
     from verl_parl.modelbuild import shipped
     from verl_parl.modelbuild.__main__ import embedded_parallel_share
     from verl_parl.modelbuild.coldstart import default_spec, shipped_name
 
-    spec = default_spec("fanout", parallel_share=embedded_parallel_share("fanout"))
-    assert shipped.matches(shipped.SHIPPED_ROOT / shipped_name("fanout"), spec.digest(spec.demos())), (
-        "verl_parl/modelbuild/weights/coldstart-fanout does not hold FANOUT_RECIPE's checkpoint: rebuild it with "
-        "`python -m verl_parl.modelbuild coldstart --task fanout --rebuild --ship`"
+    spec = default_spec(task, parallel_share=embedded_parallel_share(task))
+    assert shipped.matches(shipped.SHIPPED_ROOT / shipped_name(task), spec.digest(spec.demos())), (
+        f"verl_parl/modelbuild/weights/coldstart-{task} does not hold its recipe's checkpoint ({minutes} minutes on "
+        f"2 cores to rebuild): `python -m verl_parl.modelbuild coldstart --task {task} --rebuild --ship`"
     )
 
 
