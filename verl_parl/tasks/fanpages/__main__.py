@@ -94,7 +94,7 @@ def _probe(args: argparse.Namespace) -> int:
             with torch.no_grad():
                 out = model.generate(ids, max_new_tokens=48, do_sample=False, pad_token_id=tokenizer.pad_token_id)
             right.setdefault(step, []).append(want in tokenizer.decode(out[0][ids.shape[1] :]))
-    rows = [asyncio.run(_own_row(model, tokenizer, start, w)) for start in starts]
+    rows = [asyncio.run(read_row(model, tokenizer, start, w)) for start in starts]
     print("| step | what it must write | right |")
     print("|---|---|---|")
     for step, found in sorted(right.items()):
@@ -104,7 +104,7 @@ def _probe(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _own_row(model: Any, tokenizer: Any, start: str, w: Any) -> bool:
+async def read_row(model: Any, tokenizer: Any, start: str, w: Any) -> bool:
     """Whether ``model``, greedy, as a subagent given ``start`` (its own turns, the task's context policy and step
     cap), replies with the word's right row."""
     import torch
