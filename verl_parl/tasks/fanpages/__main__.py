@@ -130,8 +130,11 @@ async def read_row(model: Any, tokenizer: Any, start: str, w: Any) -> bool:
         ctx.generate(assistant_message(content, calls))
         pages = []
         for call in calls:
+            if not isinstance(call, ToolCall):
+                pages.append(call.message)
+                continue
             try:
-                pages.append(w.page(str(call.arguments.get("word", ""))) if isinstance(call, ToolCall) else call.message)
+                pages.append(w.page(str(call.arguments.get("word", ""))))
             except ToolError as error:
                 pages.append(f"error: {error}")
         await ctx.observe(pages, limits)
