@@ -5,7 +5,8 @@ count; how well a checkpoint reads, step by step.
     python -m verl_parl.tasks.fanpages probe --model CKPT [--split val] [--words 24]
 
 ``probe`` gives a checkpoint, greedily, the prompt an oracle subagent saw at each of its generations on held-out
-words, and counts the turns it writes as the oracle did (the lookup's word, or the row): where reading fails.
+words, and counts the turns it writes as the oracle did (the lookup's word, or the row): where reading fails. Then it
+runs the checkpoint as a subagent on its own turns (:func:`read_row`) and counts the words whose row it gets right.
 
 It runs the swarm, the serial orchestrator and the single agent (1, 2 or all words a turn, under every context
 policy) of :mod:`verl_parl.tasks.fanpages.oracle` on the split's tasks against the real ``lookup`` tool, counting
