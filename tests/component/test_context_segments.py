@@ -307,6 +307,32 @@ def test_the_single_agent_follows_the_budget_rule_of_every_loop(trainer_config: 
     assert BUDGET_MESSAGE in last_prompt and last_prompt.count("<tool_response>") == 2  # the third call never ran
 
 
+def test_a_budget_message_that_opens_a_segment_keeps_its_log_probs_aligned(
+    trainer_config: DictConfig, model_path: Path
+) -> None:
+    """A rewrite after every round, then the budget message: the last segment's response starts with context tokens,
+    before any turn of its own. Its log-probs cover them too (0.0), so that verl's old log-probs (the rollout's, in
+    bypass mode) have one value per response token; without it the single agent's training on fanpages failed in
+    the policy loss (a response of 77 tokens against 38 log-probs)."""
+    from verl_parl.agents.researcher import ResearcherAgentLoop
+    from verl_parl.chat.budget import BUDGET_MESSAGE
+
+    cfg = configured(trainer_config, policy="discard_all", trigger_tokens=1)
+    with open_dict(cfg):
+        cfg.parl.critical_steps_budget = 2
+    outputs, server = run(ResearcherAgentLoop, cfg, model_path, [call("calculator", expression="1 + 1")] * 2 + ["2"])
+    last = outputs[-1]
+    assert BUDGET_MESSAGE in server.tokenizer.decode(last.response_ids)
+    assert last.response_mask[0] == 0 and sum(last.response_mask) == len(server.outputs[-1])  # message, then a turn
+    for output in outputs:
+        assert len(output.response_logprobs) == len(output.response_ids) == len(output.response_mask)
+        by_mask = {
+            m: {lp for lp, k in zip(output.response_logprobs, output.response_mask, strict=True) if k == m}
+            for m in (0, 1)
+        }
+        assert by_mask[0] <= {0.0} and by_mask[1] == {-0.25}, by_mask
+
+
 # A context policy that needs more than a summariser: it reads the trigger and counts the tokens of the histories
 # it considers (``RewriteContext.threshold`` and ``.count``, which the context driver fills), and drops the oldest
 # rounds until the history is within ``share`` of the trigger. It lives in this test alone: registered by a plugin,

@@ -93,7 +93,8 @@ class Segment:
     ids: list[int]
     prompt_len: int
     response_mask: list[int] = field(default_factory=list)
-    response_logprobs: list[float] = field(default_factory=list)
+    response_logprobs: list[float] = field(default_factory=list)  # aligned with response_mask (0.0: not generated)
+    without_logprobs: bool = False  # a turn came back without log-probs: the segment reports none
     turns: int = 0
     versions: PolicyVersions = field(default_factory=PolicyVersions)
     turn_spans: list[TurnSpan] = field(default_factory=list)  # each generated turn's response tokens and version
@@ -229,13 +230,13 @@ class SegmentedAgentLoop(AgentLoopBase):
         turn.add(output.extra_fields)
         state.turn_versions.append(turn.fields())
         token_ids, log_probs = self._cut_loop(state, list(output.token_ids), output.log_probs)
-        keep_logprobs = bool(segment.response_logprobs or log_probs)
+        segment.without_logprobs |= bool(token_ids) and not log_probs
         start = len(segment.response_mask)
         merged, segment.response_mask, logprobs = await self.ct_merge_assistant_token(
             segment.ids,
             token_ids,
             segment.response_mask,
-            segment.response_logprobs if keep_logprobs else None,
+            None if segment.without_logprobs else segment.response_logprobs,
             assistant_logprobs=log_probs or None,
         )
         self._grow(state, segment, list(merged.token_ids))
@@ -267,17 +268,18 @@ class SegmentedAgentLoop(AgentLoopBase):
         segment = state.current
         previous = list(state.messages)
         state.messages.extend(new)
+        # Log-probs stay aligned with the mask even before the segment's first turn (a budget message right after a
+        # rewrite): context tokens get 0.0, so a segment never reports fewer log-probs than response tokens.
         merged, segment.response_mask, logprobs = await self.ct_merge_context_msg(
             previous,
             state.messages,
             segment.ids,
             segment.response_mask,
-            segment.response_logprobs or None,
+            None if segment.without_logprobs else segment.response_logprobs,
             tools=tools or None,
         )
         self._grow(state, segment, list(merged.token_ids))
-        if segment.response_logprobs:
-            segment.response_logprobs = list(logprobs or [])
+        segment.response_logprobs = list(logprobs or [])
 
     def _grow(self, state: Episode, segment: Segment, ids: list[int]) -> None:
         state.context.grow(len(segment.ids), len(ids))
@@ -370,7 +372,7 @@ class SegmentedAgentLoop(AgentLoopBase):
                     prompt_ids=segment.prompt_ids,
                     response_ids=segment.response_ids[:limit],
                     response_mask=self._trained_mask(state, segment)[:limit],
-                    response_logprobs=segment.response_logprobs[:limit] or None,
+                    response_logprobs=None if segment.without_logprobs else segment.response_logprobs[:limit] or None,
                     num_turns=2 * segment.turns,
                     metrics={},
                     extra_fields=extra,
