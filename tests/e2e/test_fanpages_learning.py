@@ -5,13 +5,13 @@ lookups each, every lookup a long index page; every agent's context C = 896 hold
 B = 10 cuts serial plans: only the swarm (one subagent a word, all in the first turn: 6 critical steps) answers every
 word. The shipped cold start demonstrates both plans (40% parallel). So a few GRPO steps must move the greedy policy
 on held-out tasks (before training and after) to the swarm plan: fewer critical steps, higher item-F1, subagents'
-rows mostly right. The run is the shared ``fanpages_learning_run`` (``tests/conftest.py``): 4 steps of 4 tasks x 4
-samples, 16 held-out tasks.
+rows mostly right. The run is the shared ``fanpages_learning_run`` (``tests/conftest.py``): the default run's 6
+steps of 4 tasks x 4 samples, 16 held-out tasks.
 
-Margins, from the runs measured on 2026-11-29 (two of this test, three 6-step default runs on 64 tasks): item-F1 rose
-by 0.17-0.24 (asked: 0.10), critical steps fell from 10.9 to 6.1-6.2 (asked: at least 2 fewer, at most 7), the
-subagents' rows scored 0.80-0.85 (asked: 0.70). The spurious fraction rose by 0.04-0.07, as the swarm turn, which
-sometimes repeats a word, replaces serial ones (issue 56 asks for 0.02: not met, docs/default_run.md); the test
+Margins, from the runs measured on 2026-11-29 (two 4-step runs of this test, eight 6-step default runs on 64 tasks):
+item-F1 rose by 0.17-0.24 (asked: 0.10), critical steps fell from 10.9 to 6.1-6.2 (asked: at least 2 fewer, at most
+7), the subagents' rows scored 0.80-0.85 (asked: 0.70). The spurious fraction rose by 0.04-0.07, as the swarm turn,
+which sometimes repeats a word, replaces serial ones (issue 56 asks for 0.02: not met, docs/default_run.md); the test
 asks that it stays within 0.12 of the start, so that a policy that floods the swarm turn with repeats fails.
 """
 
