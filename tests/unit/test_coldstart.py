@@ -318,7 +318,9 @@ def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(
 
 
 @pytest.mark.parametrize(
-    ("task", "minutes"), [("fanpages", "9-17 (1,500 SFT steps)"), ("fanout", "20-27 (1,200 SFT steps)")]
+    ("task", "minutes"),
+    [("fanpages", "9-17 (1,500 SFT steps)"), ("fanout", "20-27 (1,200 SFT steps)")],
+    ids=["fanpages", "fanout"],
 )
 def test_the_package_ships_the_fanout_tasks_cold_starts(task: str, minutes: str) -> None:
     """The default run (fanpages) and fanout's learning test copy their cold starts, built with the share the task's
