@@ -31,6 +31,7 @@ from verl_parl.chat.budget import BUDGET_MESSAGE, budget_spent
 from verl_parl.rewards.scorers import table_scorer
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.tasks.demos import call
 from verl_parl.tasks.fanout.world import HEADER, FanoutTask
 from verl_parl.tasks.fanpages import design, world
 from verl_parl.tasks.plans import PlanContext, PlanResult
@@ -69,11 +70,7 @@ class Limits:
 
 def lookup_call(word: str) -> dict[str, Any]:
     """A ``lookup`` call, the word after a space (the tokens it has where it was read)."""
-    return {"type": "function", "function": {"name": world.TOOL_NAME, "arguments": {"word": " " + word}}}
-
-
-def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+    return call(world.TOOL_NAME, {"word": " " + word})
 
 
 def row(word: str, number: int) -> str:

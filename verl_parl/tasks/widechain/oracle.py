@@ -35,6 +35,7 @@ from verl_parl.rewards.scorers import table_scorer
 from verl_parl.rewards.table import markdown_rule
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
+from verl_parl.tasks.demos import call
 from verl_parl.tasks.plans import PlanContext, PlanResult
 from verl_parl.tasks.research.corpus import as_written
 from verl_parl.tasks.widechain import dataset, design
@@ -70,10 +71,6 @@ class Limits:
 
 
 # ------------------------------------------------------------------------------------ reading pages
-
-
-def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def search_call(name: str) -> dict[str, Any]:
