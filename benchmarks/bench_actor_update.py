@@ -26,8 +26,7 @@ import time
 
 import torch
 from transformers import AutoModelForCausalLM
-
-from verl_parl.modelbuild.shipped import SHIPPED_ROOT
+from verl_parl_demo.modelbuild.shipped import SHIPPED_ROOT
 
 
 def lengths(samples: int, seed: int = 0) -> list[int]:

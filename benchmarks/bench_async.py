@@ -5,7 +5,7 @@ side, same workload, same model, same batch.
     python benchmarks/bench_async.py                        # 16 steps per mode, about 12 minutes on 2 cores
     python benchmarks/bench_async.py --steps 8 --modes sync,partial
 
-The workload is ``embedded=longtail`` (``verl_parl/tasks/longtail.py``): every ``--long-every``-th
+The workload is ``embedded=longtail`` (``plugins/demo/verl_parl_demo/tasks/longtail.py``): every ``--long-every``-th
 prompt's episodes take ``--long-turns`` turns, the others ``--short-turns`` (10x by default), each turn a
 few generated tokens and ``--latency`` seconds of injected tool latency. Each mode runs
 ``python -m verl_parl.main`` once; seconds per step are verl's ``timing_s/step`` from ``metrics.jsonl``,

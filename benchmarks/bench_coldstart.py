@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from verl_parl.modelbuild.coldstart import ColdStartSpec, build_coldstart_model, build_info
-from verl_parl.modelbuild.coldstart_eval import evaluate_checkpoint, format_table
-from verl_parl.modelbuild.tiny import build_tiny_model
+from verl_parl_demo.modelbuild.coldstart import ColdStartSpec, build_coldstart_model, build_info
+from verl_parl_demo.modelbuild.coldstart_eval import evaluate_checkpoint, format_table
+from verl_parl_demo.modelbuild.tiny import build_tiny_model
 
 
 def main() -> None:

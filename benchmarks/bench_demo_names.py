@@ -8,7 +8,7 @@ their text names the cached checkpoint's folder (``ColdStartSpec.digest``). Four
 Two ways to write the pattern, side by side in one run, on the default recipe:
 
 * ``alternation``: the names sorted longest first, joined by ``|`` (what the pattern was);
-* ``prefix tree``: :func:`verl_parl.tasks.research.names.trie_pattern` (what it is), which matches the same.
+* ``prefix tree``: :func:`verl_parl_demo.tasks.research.names.trie_pattern` (what it is), which matches the same.
 
 Prints seconds for the whole demonstration set (median of ``--repeats``), the ratio, and whether both wrote the
 same demonstrations (the digest). Progress on stderr, the table on stdout.
@@ -22,8 +22,8 @@ import statistics
 import sys
 import time
 
-from verl_parl.modelbuild.coldstart import default_spec
-from verl_parl.tasks.research import demos, names
+from verl_parl_demo.modelbuild.coldstart import default_spec
+from verl_parl_demo.tasks.research import demos, names
 
 
 def alternation_pattern(seed: int) -> tuple[re.Pattern[str], tuple[str, ...]]:

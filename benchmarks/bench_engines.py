@@ -39,8 +39,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import torch
-
-from verl_parl.modelbuild.shipped import SHIPPED_ROOT
+from verl_parl_demo.modelbuild.shipped import SHIPPED_ROOT
 
 os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # vLLM logs to stdout by default
 Generate = Callable[[list[int]], Awaitable[int]]  # one request -> generated tokens

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verl_parl.modelbuild.shipped import SHIPPED_ROOT
+from verl_parl_demo.modelbuild.shipped import SHIPPED_ROOT
 
 TOOL_RESULT = re.compile(r"<tool_response>.*?</tool_response>", re.DOTALL)
 SETTINGS = {

@@ -92,7 +92,7 @@ def run_case(args: argparse.Namespace, policy: str, busy: bool) -> tuple[float, 
 
 
 def main() -> None:
-    from verl_parl.modelbuild.shipped import SHIPPED_ROOT
+    from verl_parl_demo.modelbuild.shipped import SHIPPED_ROOT
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=8, help="sequences per mini-batch")

@@ -36,9 +36,10 @@ import time
 import tracemalloc
 from typing import Any
 
+from verl_parl_demo.modelbuild.tiny import build_tiny_model
+
 from verl_parl.chat.calls import ToolCall
 from verl_parl.chat.prompts import render_ids
-from verl_parl.modelbuild.tiny import build_tiny_model
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.subagent import SubagentLimits

@@ -98,10 +98,11 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
-# Tool plugins: separate distributions under plugins/, found through the `verl_parl` entry-point group
-# exactly like a third party's plugin.
-for plugin in plugins/search plugins/browser plugins/sandbox; do
-  echo "[install] tool plugin ${plugin} (editable)"
+# The demo (its tasks, the tiny model and its cold starts: what `python -m verl_parl.main` trains by default) and the
+# tool plugins: separate distributions under plugins/, found through the `verl_parl` entry-point group exactly like a
+# third party's plugin. verl-parl itself works without them.
+for plugin in plugins/demo plugins/search plugins/browser plugins/sandbox; do
+  echo "[install] plugin ${plugin} (editable)"
   "$PYTHON" -m pip install -e "${plugin}"
 done
 

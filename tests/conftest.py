@@ -161,7 +161,7 @@ def async_research_run(path: Path) -> RunSpec:
     """``parl_swarm`` on the research suite (8 train, 4 held-out tasks) with PARL's staged reward under
     ``colocate_async``. The policy is the shipped arithmetic cold start: it calls subagents, and unlike the
     research cold start it needs no minutes of SFT first."""
-    from verl_parl.modelbuild.shipped import SHIPPED_ROOT
+    from verl_parl_demo.modelbuild.shipped import SHIPPED_ROOT
 
     return RunSpec(
         overrides=(
@@ -191,13 +191,14 @@ def async_research_run(path: Path) -> RunSpec:
 def fanpages_learning_run(path: Path) -> RunSpec:
     """``parl_swarm`` on the default task (fanpages), validated on 16 held-out tasks before training and after.
     Skipped while the package ships no cold start built by ``FANPAGES_RECIPE`` (a run would train it first)."""
-    from verl_parl.modelbuild import shipped
-    from verl_parl.modelbuild.__main__ import embedded_parallel_share
-    from verl_parl.modelbuild.coldstart import default_spec, shipped_name
+    from verl_parl_demo.modelbuild import shipped
+    from verl_parl_demo.modelbuild.__main__ import embedded_parallel_share
+    from verl_parl_demo.modelbuild.coldstart import default_spec, shipped_name
 
     spec = default_spec("fanpages", parallel_share=embedded_parallel_share("fanpages"))
     if not shipped.matches(shipped.SHIPPED_ROOT / shipped_name("fanpages"), spec.digest(spec.demos())):
-        pytest.skip("no shipped fanpages cold start: python -m verl_parl.modelbuild coldstart --task fanpages --ship")
+        rebuild = "python -m verl_parl_demo.modelbuild coldstart --task fanpages --ship"
+        pytest.skip(f"no shipped fanpages cold start: {rebuild}")
     return RunSpec(
         overrides=(
             "embedded=fanpages",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from verl_parl.registry import (
+        AssetSpec,
         ContextPolicySpec,
         Register,
         RewardSpec,
@@ -98,13 +99,13 @@ def verl_parl_register_context_policies(register: Register[ContextPolicySpec]) -
 
 @hookspec
 def verl_parl_register_tasks(register: Register[TaskSpec]) -> None:
-    """Register tasks (dataset writer, scorer, tools, cold-start demonstrations, where their settings live).
+    """Register tasks (dataset writer, scorer, tools, prompts, where their settings live).
 
     Receives ``register``, bound to the calling plugin: call ``register(TaskSpec(name=...,
-    factory=write_data, scorer=..., tools=(...), demos={role: "module:function"}, ...))`` once per
+    factory=write_data, scorer=..., tools=(...), config_dir="pkg://my_plugin.configs", ...))`` once per
     task. ``embedded=<name>`` selects a task with its settings (its YAML); everything that depends on the
-    task (the dataset and tool-config assets, the cold-start model, ``parl.embedded`` validation, the system
-    prompt of its rows in each mode) reads it from this registry.
+    task (the dataset and tool-config assets, ``parl.embedded`` validation, the system prompt of its rows in
+    each mode) reads it from this registry.
 
     Returns nothing (a return value is ignored).
 
@@ -125,6 +126,33 @@ def verl_parl_register_schedules(register: Register[ScheduleSpec]) -> None:
 
     Calling rule: called once per implementing plugin, in registration order; a duplicate schedule name
     raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
+@hookspec
+def verl_parl_register_assets(register: Register[AssetSpec]) -> None:
+    """Register config assets, what ``${parl_asset:<name>}`` in a YAML or an override names (a model built on first
+    use, a prepared corpus, ...).
+
+    Receives ``register``, bound to the calling plugin: call ``register(AssetSpec(name=..., factory=build,
+    description=...))`` once per asset; ``build(config, cache_dir) -> str`` returns its path (cached by the plugin).
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per implementing plugin, in registration order; a duplicate asset name
+    raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
+@hookspec(firstresult=True)
+def verl_parl_default_task() -> str | None:  # type: ignore[empty-body]  # spec only
+    """The registered task ``python -m verl_parl.main`` trains when its command line names no task
+    (``embedded=...``) and no data (``data.train_files=...``).
+
+    Takes nothing; returns a task name, or None to leave the choice to another plugin.
+
+    Calling rule: ``firstresult``: the first non-None answer wins (the last registered plugin is asked first,
+    pluggy's order). With no answer, such a command line is a config error naming the keys to set.
     """
 
 

@@ -1,6 +1,7 @@
 """Typed registries that plugins fill through the ``verl_parl_register_*`` hooks.
 
-One :class:`Registry` per kind of component (tools, rewards, scorers, context policies, tasks, λ schedules), grouped in
+One :class:`Registry` per kind of component (tools, rewards, scorers, context policies, tasks, λ schedules, config
+assets), grouped in
 :class:`Registries`. A registry maps a name to a frozen ``*Spec`` record and is strict both ways:
 
 * registering a name twice raises :class:`DuplicateNameError`, naming both plugins, so one plugin
@@ -23,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from verl_parl.settings.errors import closest
 
 __all__ = [
+    "AssetSpec",
     "ContextPolicySpec",
     "DuplicateNameError",
     "PluginError",
@@ -143,7 +145,7 @@ AGENT_LOOPS: tuple[str, ...] = ("tool_agent", "parl_swarm", "researcher")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TaskSpec(Spec):
-    """A task ``embedded=<name>`` selects: its data, scorer, tools, cold start and where its settings live.
+    """A task ``embedded=<name>`` selects: its data, scorer, tools, prompts and where its settings live.
 
     Attributes:
         factory: the dataset writer, ``write(directory: Path, settings: dict) -> dict[str, Path]``:
@@ -155,15 +157,11 @@ class TaskSpec(Spec):
         scorer: the registered scorer that grades the rows (``reward_kwargs.scorer``).
         tools: registered tool names the task's agents call (the researcher's and the subagents').
         agent_loops: agent loops the task's rows may name (``parl.embedded.agent_loop``).
-        demos: cold-start demonstration sources, role -> ``"module:function"`` target of a
-            ``(random.Random) -> verl_parl.tasks.demos.Demo`` function, imported on first use.
-        renamer: ``"module:function"`` of the task's entity renamer (``make_demos(fresh_names=...)``).
-        coldstart: changes to ``verl_parl.modelbuild.coldstart.ColdStartSpec``'s defaults for this task, or a
-            ``"module:attribute"`` naming such a mapping (loaded when a cold start is built).
         config_dir: where the task's own settings live, a Hydra search path (``pkg://my_plugin.configs``) whose
-            ``embedded/<name>.yaml`` (``# @package _global_``) sets them; ``embedded=<name>`` composes it over
-            verl-parl's base config, and command-line overrides win over it. None: the built-in
-            ``configs/embedded/<name>.yaml``, or none (then the base config's values hold).
+            ``embedded/<name>.yaml`` (``# @package _global_``) sets them: its data
+            (``data.train_files: ${parl_asset:embedded_train}``), model, scorer, tools and any ``parl`` value it
+            needs. ``embedded=<name>`` composes it over verl-parl's task-free base config, and command-line
+            overrides win over it. None: the task has no YAML, and the base config's values hold.
         check_options: ``(settings) -> list[str]``, problems with ``parl.embedded.options`` (each
             message names its key after ``parl.embedded.options.``); None: the task takes no options.
         requires: importable module -> the command that installs it; a missing one is a config error.
@@ -176,9 +174,6 @@ class TaskSpec(Spec):
     scorer: str
     tools: tuple[str, ...] = ()
     agent_loops: tuple[str, ...] = AGENT_LOOPS
-    demos: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    renamer: str | None = None
-    coldstart: Mapping[str, Any] | str = dataclasses.field(default_factory=dict)
     config_dir: str | None = None
     check_options: Callable[[dict[str, Any]], list[str]] | None = None
     requires: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -199,6 +194,17 @@ class TaskSpec(Spec):
             for module, command in self.requires.items()
             if importlib.util.find_spec(module) is None
         ]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AssetSpec(Spec):
+    """A file or folder a config names as ``${parl_asset:<name>}``, built (or found in a cache) when the driver
+    resolves the config, so that workers only see plain paths.
+
+    ``factory(config, cache_dir) -> str`` receives the composed config (a ``DictConfig``; read only what the asset
+    depends on) and the run's cache folder (``parl.cache_dir``), and returns the path. The ``embedded_<file>``
+    names are verl-parl's own (the selected task's files) and cannot be registered.
+    """
 
 
 def load_target(target: str) -> Any:
@@ -311,6 +317,7 @@ class Registries:
     )
     tasks: Registry[TaskSpec] = dataclasses.field(default_factory=lambda: Registry(TaskSpec, "task"))
     schedules: Registry[ScheduleSpec] = dataclasses.field(default_factory=lambda: Registry(ScheduleSpec, "schedule"))
+    assets: Registry[AssetSpec] = dataclasses.field(default_factory=lambda: Registry(AssetSpec, "asset"))
 
     def items(self) -> list[tuple[str, Registry[Any]]]:
         """``(field name, registry)`` pairs in declaration order, e.g. ``("tools", ...)``."""

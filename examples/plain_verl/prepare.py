@@ -25,11 +25,11 @@ def prepare(out: Path, *, n_train: int, n_val: int, model: str) -> dict[str, str
     data = get_registries().tasks.get("arithmetic").factory(out / "data", {**settings, "options": {}})
     models = resolved_cache_dir(None) / "models"
     if model == "tiny":
-        from verl_parl.modelbuild.tiny import build_tiny_model
+        from verl_parl_demo.modelbuild.tiny import build_tiny_model
 
         model_path = build_tiny_model(cache_dir=models)
     else:
-        from verl_parl.modelbuild.coldstart import build_coldstart_model, default_spec
+        from verl_parl_demo.modelbuild.coldstart import build_coldstart_model, default_spec
 
         model_path = build_coldstart_model(default_spec("arithmetic"), cache_dir=models)
     return {

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
-
-from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Component: a Qwen3-style thinking model's turns through the ``parl_swarm`` loop (no Ray, no trainer).
 
-The model is the tiny offline one with a Qwen3-style thinking chat template (``verl_parl.modelbuild.thinking``:
+The model is the tiny offline one with a Qwen3-style thinking chat template (``verl_parl_demo.modelbuild.thinking``:
 its tokenizer, the template, ``<think>`` turns; nothing from the hub), scripted: the orchestrator reasons in
 ``<think>...</think>`` before its calls and its answer, a draft call written inside the reasoning, the subagents
 reason too. What it shows: the reasoning tokens are the orchestrator's own, trained (mask 1); a call written while
@@ -68,7 +68,7 @@ class ThinkingPolicy:
 
 @pytest.fixture(scope="module")
 def thinking_path(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from verl_parl.modelbuild.thinking import thinking_model
+    from verl_parl_demo.modelbuild.thinking import thinking_model
 
     return thinking_model(model_path, tmp_path_factory.mktemp("qwen3") / "model")
 

@@ -14,11 +14,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from pathlib import Path
 
 import pytest
+from verl_parl_demo.modelbuild.coldstart import ColdStartSpec, build_coldstart_model, build_info
+from verl_parl_demo.modelbuild.coldstart_eval import evaluate_checkpoint
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec
 
 from verl_parl.chat.calls import ToolCall, parse_tool_calls
-from verl_parl.modelbuild.coldstart import ColdStartSpec, build_coldstart_model, build_info
-from verl_parl.modelbuild.coldstart_eval import evaluate_checkpoint
-from verl_parl.modelbuild.tiny import TinyModelSpec
 
 BASE = TinyModelSpec(vocab_size=512, hidden_size=64, num_layers=2, intermediate_size=128, max_position_embeddings=1024)
 SPEC = ColdStartSpec(

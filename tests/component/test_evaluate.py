@@ -7,9 +7,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from verl_parl_demo.tasks import arithmetic
 
 from verl_parl.cli import evaluate
-from verl_parl.tasks import arithmetic
 
 
 def test_both_modes_on_the_tiny_model(model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -112,8 +112,7 @@ def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_pass_at_n_filter_through_the_rollout_path(model_path: Path, tmp_path: Path) -> None:
     import pandas as pd
-
-    from verl_parl.cli.research import main as research_cli
+    from verl_parl_demo.research import main as research_cli
 
     data = arithmetic.write_dataset(tmp_path / "data", n_train=1, n_val=3, agent_loop="researcher")["val"]
     solver = evaluate.RolloutSolver(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
-from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV, build_judge, render_prompt
 from verl_parl.rewards.settings import JudgeSettings

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
-from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.swarm.frozen import FROZEN_ACTOR_PREFIX, frozen_group_metrics
 from verl_parl.swarm.frozen.schedule import CheckpointStage, FrozenGroupSchedule, checkpoint_index
 from verl_parl.swarm.settings import SubagentServing

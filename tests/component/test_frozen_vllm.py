@@ -26,8 +26,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from verl_parl_demo.modelbuild.shipped import SHIPPED_ROOT, WEIGHTS_FILE
 
-from verl_parl.modelbuild.shipped import SHIPPED_ROOT, WEIGHTS_FILE
 from verl_parl.swarm.frozen import get_backend
 from verl_parl.swarm.settings import SubagentServing
 from verl_parl.testing.engines import vllm_missing

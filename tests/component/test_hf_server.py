@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import torch
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
 from verl_parl.cpu.server import HFInferenceServer, to_sampling_params
-from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
 PROMPT = [5, 17, 33, 90, 11]
 GREEDY = {"temperature": 0.0, "logprobs": True}

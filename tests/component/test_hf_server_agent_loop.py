@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from omegaconf import DictConfig
+from verl_parl_demo.tasks import arithmetic
 
 from verl_parl.cpu.server import HFInferenceServer
-from verl_parl.tasks import arithmetic
 from verl_parl.testing.agent_loops import make_loop
 
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from verl_parl.cli import evaluate
-from verl_parl.tasks.widesearch import SYSTEM_PROMPTS
-from verl_parl.tasks.widesearch.__main__ import main as convert_main
+from verl_parl.data.widesearch import SYSTEM_PROMPTS
+from verl_parl.data.widesearch.__main__ import main as convert_main
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "widesearch"
 

@@ -133,8 +133,9 @@ PARL_REWARD_RUN = (
 def parl_reward_command(folder: Path) -> tuple[str, ...]:
     """:data:`PARL_REWARD_RUN` and its subagent schedule: the arithmetic cold start, then a copy of it from step
     3 (a real switch). The copy is made once, in ``folder``, so that every run of it is the same command."""
+    from verl_parl_demo.modelbuild.coldstart import build_coldstart_model, default_spec
+
     from verl_parl.cli.config import resolved_cache_dir
-    from verl_parl.modelbuild.coldstart import build_coldstart_model, default_spec
 
     override = folder / "schedule.txt"
     if not override.exists():

@@ -1,7 +1,7 @@
 """End to end: a tiny model with a Qwen3-style thinking chat template trains ``parl_swarm`` for 2 steps on CPU.
 
 The model is built offline (no hub): the tiny tokenizer and model with the Qwen3-style template of
-``verl_parl.modelbuild.thinking``, cold-started on the arithmetic task's demonstrations whose every assistant turn
+``verl_parl_demo.modelbuild.thinking``, cold-started on the arithmetic task's demonstrations whose every assistant turn
 opens with a ``<think>`` block. Its subagents are served by the dedicated frozen hf server from the same checkpoint.
 Checks: the orchestrator's reasoning is in the traces, its reasoning tokens are counted in the trained segments
 (``parl/thinking_tokens/mean``; that they carry loss mask 1 is checked token by token in
@@ -25,8 +25,9 @@ STEPS = 2
 
 @shared_run
 def thinking_run(path: Path) -> RunSpec:
+    from verl_parl_demo.modelbuild.thinking import build_thinking_coldstart
+
     from verl_parl.cli.config import resolved_cache_dir
-    from verl_parl.modelbuild.thinking import build_thinking_coldstart
 
     model = build_thinking_coldstart(resolved_cache_dir(os.environ.get("VERL_PARL_CACHE")) / "models")
     return RunSpec(

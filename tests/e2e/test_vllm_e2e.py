@@ -37,8 +37,8 @@ import psutil
 import pytest
 from main_runs import MainRun, assert_trained
 from run_pool import Launch, RunSpec, shared_run, step_logged
+from verl_parl_demo.modelbuild.shipped import WEIGHTS_FILE
 
-from verl_parl.modelbuild.shipped import WEIGHTS_FILE
 from verl_parl.testing.engines import vllm_missing
 
 _MISSING = vllm_missing()
@@ -85,10 +85,10 @@ def frozen_model() -> Path:
     """The default task's cold start with its configured mix (the shipped one, copied once into the cache): the
     checkpoint the frozen group loads."""
     from omegaconf import OmegaConf
+    from verl_parl_demo.modelbuild.coldstart import build_coldstart_model, default_spec
 
     from verl_parl import configs
     from verl_parl.cli.config import resolved_cache_dir
-    from verl_parl.modelbuild.coldstart import build_coldstart_model, default_spec
 
     embedded = OmegaConf.load(Path(configs.__file__).parent / "embedded" / "fanout.yaml").parl.embedded
     spec = default_spec(embedded.task, parallel_share=embedded.parallel_share)

@@ -18,9 +18,9 @@ from typing import Any
 
 import psutil
 import pytest
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
 from verl_parl.chat.calls import ToolCall
-from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.frozen import (
     ActorBackend,

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
-from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV
 
 pytestmark = pytest.mark.timeout(120)

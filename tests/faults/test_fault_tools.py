@@ -80,8 +80,7 @@ class CallsTheTool:
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from transformers import AutoTokenizer
-
-    from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
+    from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
     path = build_tiny_model(TinyModelSpec(vocab_size=1024), cache_dir=tmp_path_factory.mktemp("m"), progress=False)
     return AutoTokenizer.from_pretrained(str(path))

@@ -8,10 +8,10 @@ from typing import Any
 from fuzz_strategies import CELL, JSON_VALUES, markdown_table, model_text
 from hypothesis import given
 from hypothesis import strategies as st
+from verl_parl_demo.tasks.research.scoring import research_scorer
 
 from verl_parl.rewards.scorers import table_scorer
 from verl_parl.rewards.text_match import exact_match_scorer, token_f1_scorer
-from verl_parl.tasks.research.scoring import research_scorer
 
 SCORE_KEYS = ("score", "item_f1", "row_f1", "success")
 

@@ -21,8 +21,8 @@ def test_dedicated_group_generates(engine: str, tmp_path_factory: pytest.TempPat
     if importlib.util.find_spec(engine) is None:
         pytest.skip(f"needs {engine}")
     import ray
+    from verl_parl_demo.modelbuild.tiny import build_tiny_model
 
-    from verl_parl.modelbuild.tiny import build_tiny_model
     from verl_parl.swarm.frozen import frozen_group_metrics, get_backend
     from verl_parl.swarm.frozen.engine import FROZEN_GROUP_ACTOR
     from verl_parl.swarm.settings import SubagentServing

@@ -16,10 +16,7 @@ from typing import Any
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
-
-from verl_parl.chat.calls import ToolCall, parse_tool_calls
-from verl_parl.chat.prompts import render_ids
-from verl_parl.modelbuild.coldstart import (
+from verl_parl_demo.modelbuild.coldstart import (
     ColdStartSpec,
     Example,
     PieceEncoder,
@@ -33,11 +30,14 @@ from verl_parl.modelbuild.coldstart import (
     span_ids,
     unlikelihood_loss,
 )
-from verl_parl.modelbuild.coldstart_eval import first_turn_valid
-from verl_parl.modelbuild.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
+from verl_parl_demo.modelbuild.coldstart_eval import first_turn_valid
+from verl_parl_demo.modelbuild.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
+from verl_parl_demo.tasks import arithmetic
+from verl_parl_demo.tasks.demos import DEMO_SOURCES, Demo, DemoSources, check_demo, make_demos
+
+from verl_parl.chat.calls import ToolCall, parse_tool_calls
+from verl_parl.chat.prompts import render_ids
 from verl_parl.swarm.calls import ASSIGN_TASK, CREATE_SUBAGENT, ORCHESTRATOR_TOOL_SCHEMAS
-from verl_parl.tasks import arithmetic
-from verl_parl.tasks.demos import DEMO_SOURCES, Demo, DemoSources, check_demo, make_demos
 
 SMALL = TinyModelSpec(
     vocab_size=512,
@@ -300,17 +300,17 @@ def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(
 ) -> None:
     """``embedded=arithmetic`` (the e2e tests' task) copies its cold start from the package instead of training it
     (800 steps, ~55 s on 2 cores)."""
-    from verl_parl.modelbuild import shipped
-    from verl_parl.modelbuild.coldstart import default_spec, shipped_name
+    from verl_parl_demo.modelbuild import shipped
+    from verl_parl_demo.modelbuild.coldstart import default_spec, shipped_name
 
     spec = default_spec("arithmetic")
     folder = shipped.SHIPPED_ROOT / shipped_name("arithmetic")
     assert shipped.matches(folder, spec.digest(spec.demos())), (
-        "verl_parl/modelbuild/weights/coldstart-arithmetic does not hold the arithmetic recipe's checkpoint: "
+        "verl_parl_demo/modelbuild/weights/coldstart-arithmetic does not hold the arithmetic recipe's checkpoint: "
         "rebuild it "
-        "with `python -m verl_parl.modelbuild coldstart --task arithmetic --rebuild --ship`"
+        "with `python -m verl_parl_demo.modelbuild coldstart --task arithmetic --rebuild --ship`"
     )
-    with caplog.at_level("INFO", logger="verl_parl.modelbuild.coldstart"):
+    with caplog.at_level("INFO", logger="verl_parl_demo.modelbuild.coldstart"):
         path = build_coldstart_model(spec, tmp_path, progress=False)
     # copied, not trained again (a deterministic SFT could write the same bytes, only ~55 s later)
     assert f"using the shipped checkpoint {folder}" in caplog.text
@@ -325,19 +325,19 @@ def test_the_package_ships_the_arithmetic_cold_start_and_a_build_copies_it(
 def test_the_package_ships_the_fanout_tasks_cold_starts(task: str, minutes: str) -> None:
     """The default run (fanpages) and fanout's learning test copy their cold starts, built with the share the task's
     config names; a recipe or demonstration change without a rebuild fails here, not in a run."""
-    from verl_parl.modelbuild import shipped
-    from verl_parl.modelbuild.__main__ import embedded_parallel_share
-    from verl_parl.modelbuild.coldstart import default_spec, shipped_name
+    from verl_parl_demo.modelbuild import shipped
+    from verl_parl_demo.modelbuild.__main__ import embedded_parallel_share
+    from verl_parl_demo.modelbuild.coldstart import default_spec, shipped_name
 
     spec = default_spec(task, parallel_share=embedded_parallel_share(task))
     assert shipped.matches(shipped.SHIPPED_ROOT / shipped_name(task), spec.digest(spec.demos())), (
-        f"verl_parl/modelbuild/weights/coldstart-{task} does not hold its recipe's checkpoint ({minutes} minutes on "
-        f"2 cores to rebuild): `python -m verl_parl.modelbuild coldstart --task {task} --rebuild --ship`"
+        f"verl_parl_demo/modelbuild/weights/coldstart-{task} does not hold its recipe's checkpoint ({minutes} minutes "
+        f"on 2 cores to rebuild): `python -m verl_parl_demo.modelbuild coldstart --task {task} --rebuild --ship`"
     )
 
 
 def test_batches_follow_role_weights_and_stay_within_one_group() -> None:
-    from verl_parl.modelbuild.coldstart import _batches
+    from verl_parl_demo.modelbuild.coldstart import _batches
 
     examples = [Example(role, [g, 1, 2], [0, 0, 1], prefix_len=1) for role in ("a", "b") for g in (7, 8, 9)]
     batches = _batches(examples, batch_size=2, steps=30, rng=random.Random(0), role_weights={"b": 2})
@@ -346,7 +346,7 @@ def test_batches_follow_role_weights_and_stay_within_one_group() -> None:
 
 
 def test_unlikelihood_weighs_demonstrations_not_rehearsal(monkeypatch: pytest.MonkeyPatch) -> None:
-    from verl_parl.modelbuild import coldstart
+    from verl_parl_demo.modelbuild import coldstart
 
     with pytest.raises(ValueError, match=r"unlikelihood=-1\.0 must not be negative"):
         ColdStartSpec(unlikelihood=-1.0)
@@ -364,7 +364,7 @@ def test_unlikelihood_weighs_demonstrations_not_rehearsal(monkeypatch: pytest.Mo
 
 
 def test_cli_rejects_a_bad_spec_before_building(capsys: pytest.CaptureFixture[str]) -> None:
-    from verl_parl.modelbuild.__main__ import main
+    from verl_parl_demo.modelbuild.__main__ import main
 
     with pytest.raises(SystemExit):
         main(["coldstart", "--steps", "0"])
@@ -374,8 +374,8 @@ def test_cli_rejects_a_bad_spec_before_building(capsys: pytest.CaptureFixture[st
 def test_cli_builds_the_cold_start_a_run_builds() -> None:
     """Without ``--parallel-share`` the CLI takes the share of the task's embedded config, as the run does (it
     used to leave it unset, and the fanout demonstrations refused to be written)."""
-    from verl_parl.modelbuild.__main__ import _parser, coldstart_spec
-    from verl_parl.modelbuild.coldstart import default_spec
+    from verl_parl_demo.modelbuild.__main__ import _parser, coldstart_spec
+    from verl_parl_demo.modelbuild.coldstart import default_spec
 
     parser = _parser()
     spec = coldstart_spec(parser, parser.parse_args(["coldstart", "--task", "fanout", "--unlikelihood", "1"]))
@@ -398,8 +398,8 @@ def test_agent_demo_tools_render_as_verl_tool_agent_passes_them() -> None:
 
 
 def test_rehearsal_mixes_the_pretraining_curriculum_into_the_sft(tokenizer: PreTrainedTokenizerBase) -> None:
-    from verl_parl.modelbuild.coldstart import REHEARSAL, _batches, rehearsal_examples
-    from verl_parl.modelbuild.pretrain import PretrainSpec
+    from verl_parl_demo.modelbuild.coldstart import REHEARSAL, _batches, rehearsal_examples
+    from verl_parl_demo.modelbuild.pretrain import PretrainSpec
 
     with pytest.raises(ValueError, match="rehearsal=2 must be 0, or positive with a pretrain recipe"):
         ColdStartSpec(rehearsal=2)

@@ -1,5 +1,5 @@
 """The ``fanout`` task: its world, the ``hop`` tool, the splits, the scorer on the rows and the demonstrations'
-plans (verl_parl/tasks/fanout; docs/tasks.md, "The fanout task").
+plans (plugins/demo/verl_parl_demo/tasks/fanout; docs/tasks.md, "The fanout task").
 
 If a change lets a serial plan or a single agent fit the budget, or a hop give away a later one, a test fails.
 """
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from verl_parl_demo.tasks.demos import make_demos
+from verl_parl_demo.tasks.fanout import demos, design, world
+from verl_parl_demo.tasks.fanout.plugin import option_errors
 
 from verl_parl.chat.budget import BUDGET_MESSAGE
 from verl_parl.host.manager import get_registries
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK
-from verl_parl.tasks.demos import make_demos
-from verl_parl.tasks.fanout import demos, design, world
-from verl_parl.tasks.fanout.plugin import option_errors
 from verl_parl.tools.base import ToolError
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "embedded" / "fanout.yaml"
@@ -151,8 +151,7 @@ def test_a_demonstration_is_the_same_for_the_same_seed() -> None:
 
 def test_a_demonstrated_assignment_is_the_same_tokens_as_the_word_in_the_question() -> None:
     from transformers import AutoTokenizer
-
-    from verl_parl.tasks.widechain.__main__ import SHIPPED_TOKENIZER
+    from verl_parl_demo.tasks.widechain.__main__ import SHIPPED_TOKENIZER
 
     tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED_TOKENIZER))
     demo = demos.fanout_orchestrator(random.Random(0), parallel=True)
@@ -171,10 +170,9 @@ def test_the_walk_probe_counts_right_words_and_repeats_by_position() -> None:
     """``walk_scores`` on made-up greedy predictions: the demonstration's own next tokens score every position
     right; handing out the second word again at the third position scores a repeat there and nothing else."""
     from transformers import AutoTokenizer
-
-    from verl_parl.modelbuild.coldstart import encode_demo
-    from verl_parl.modelbuild.coldstart_eval import WalkReport, walk_scores
-    from verl_parl.tasks.widechain.__main__ import SHIPPED_TOKENIZER
+    from verl_parl_demo.modelbuild.coldstart import encode_demo
+    from verl_parl_demo.modelbuild.coldstart_eval import WalkReport, walk_scores
+    from verl_parl_demo.tasks.widechain.__main__ import SHIPPED_TOKENIZER
 
     tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED_TOKENIZER))
     task = demos.draw_task(random.Random(1), "val")

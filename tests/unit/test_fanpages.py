@@ -1,6 +1,6 @@
 """The ``fanpages`` task: its world split by split, the index pages and the ``lookup`` tool, the oracle plans (only the
 swarm answers every word under B; a single agent that looks up two words at once overflows its context under every
-policy) and the demonstrations (verl_parl/tasks/fanpages; docs/tasks.md, "The fanpages task").
+policy) and the demonstrations (plugins/demo/verl_parl_demo/tasks/fanpages; docs/tasks.md, "The fanpages task").
 
 If a change lets a single agent or a serial plan fit the budget, lets one context hold two pages, or shares a
 held-out row's later words with training, a test here fails.
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from verl_parl_demo.tasks.demos import TRAINED_TURNS, make_demos
+from verl_parl_demo.tasks.fanpages import demos, design, oracle, world
 
 from verl_parl.host.manager import get_registries
 from verl_parl.swarm.accounting import critical_steps
-from verl_parl.tasks.demos import TRAINED_TURNS, make_demos
-from verl_parl.tasks.fanpages import demos, design, oracle, world
 from verl_parl.tools.base import ToolError
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "embedded" / "fanpages.yaml"
@@ -179,10 +179,9 @@ def test_the_shipped_cold_start_reads_held_out_pages_on_its_own_turns() -> None:
     hide_tool_result at the task's trigger): the right row for most held-out words. Measured: 31 of 40 validation
     words (docs/tasks.md); these 8 are the probe's first 8 (6 right). The reader it was built from gets none."""
     from transformers import AutoModelForCausalLM
-
-    from verl_parl.modelbuild.coldstart import shipped_name
-    from verl_parl.modelbuild.shipped import SHIPPED_ROOT
-    from verl_parl.tasks.fanpages.__main__ import read_row
+    from verl_parl_demo.modelbuild.coldstart import shipped_name
+    from verl_parl_demo.modelbuild.shipped import SHIPPED_ROOT
+    from verl_parl_demo.tasks.fanpages.__main__ import read_row
 
     model = AutoModelForCausalLM.from_pretrained(str(SHIPPED_ROOT / shipped_name("fanpages"))).eval()
     w = world.world()

@@ -182,9 +182,9 @@ FOLDER_LAYERS = [
     ["verl_parl_search", "verl_parl_sandbox"],
     ["verl_parl.testing"],  # the contract kit for plugin authors drives real agent loops and servers
     ["verl_parl.cli"],
-    ["verl_parl.modelbuild", "verl_parl.cluster"],  # the driver's helpers: the tiny model; a run across nodes
+    ["verl_parl_demo.modelbuild", "verl_parl.cluster"],  # the driver's helpers: the tiny model; a run across nodes
     ["verl_parl.trainer"],
-    ["verl_parl.tasks"],
+    ["verl_parl_demo.tasks"],
     ["verl_parl.rewards"],  # an LLM judge can run on the swarm's frozen group
     ["verl_parl.swarm"],
     ["verl_parl.agents"],

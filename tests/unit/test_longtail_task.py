@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from verl_parl_demo.tasks.longtail import OPTIONS, episode_turns, option_errors, write_data
+
 from verl_parl.host.manager import get_registries
-from verl_parl.tasks.longtail import OPTIONS, episode_turns, option_errors, write_data
 
 
 def test_every_long_every_th_row_is_ten_times_longer() -> None:

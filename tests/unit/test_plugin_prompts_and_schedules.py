@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from verl_parl_demo.tasks import system_prompt_for
 
 from verl_parl.cli.evaluate import prompt_for
 from verl_parl.host.manager import get_registries
 from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
 from verl_parl.rewards.settings import RewardConfigError, parse_reward_config
-from verl_parl.tasks import system_prompt_for
 
 # A third-party task whose rows carry ``vp/spelling``, with a system prompt per mode (a lazy "module:attribute"),
 # and a schedule kind: ``start`` halved every ``num_steps`` steps from ``start_step`` on, down to ``end``.
@@ -71,10 +71,10 @@ def test_a_plugin_task_s_rows_get_its_prompt_for_each_mode() -> None:
 
 
 def test_the_built_in_tasks_prompts_come_from_their_specs() -> None:
-    from verl_parl.tasks import arithmetic
-    from verl_parl.tasks.fanout import world
-    from verl_parl.tasks.research import dataset as research
-    from verl_parl.tasks.widechain import dataset as widechain
+    from verl_parl_demo.tasks import arithmetic
+    from verl_parl_demo.tasks.fanout import world
+    from verl_parl_demo.tasks.research import dataset as research
+    from verl_parl_demo.tasks.widechain import dataset as widechain
 
     for source, prompts in [
         (arithmetic.DATA_SOURCE, arithmetic.SYSTEM_PROMPTS),

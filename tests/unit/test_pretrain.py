@@ -17,11 +17,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
-
-from verl_parl.modelbuild import pretrain as pt
-from verl_parl.modelbuild import samples, shipped
-from verl_parl.modelbuild.pretrain import PretrainSpec, mixture_at, scaled_phases
-from verl_parl.modelbuild.samples import (
+from verl_parl_demo.modelbuild import pretrain as pt
+from verl_parl_demo.modelbuild import samples, shipped
+from verl_parl_demo.modelbuild.pretrain import PretrainSpec, mixture_at, scaled_phases
+from verl_parl_demo.modelbuild.samples import (
     LIST_CUES,
     Sample,
     induction_sample,
@@ -32,7 +31,7 @@ from verl_parl.modelbuild.samples import (
     page_world,
     walk_sample,
 )
-from verl_parl.modelbuild.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
+from verl_parl_demo.modelbuild.tiny import MARKER_NAME, TinyModelSpec, build_tiny_model
 
 SMALL = TinyModelSpec(
     vocab_size=512,
@@ -339,8 +338,8 @@ def test_the_package_ships_the_default_recipes_weights() -> None:
     folder = shipped.SHIPPED_ROOT / pt.SHIPPED_NAME
     assert pt.shipped_folder(PretrainSpec()) == folder
     assert shipped.matches(folder, PretrainSpec().digest()), (
-        "verl_parl/modelbuild/weights/pretrained does not hold the default PretrainSpec's checkpoint: "
-        "run `python -m verl_parl.modelbuild pretrain --shallow --rebuild --ship`"
+        "verl_parl_demo/modelbuild/weights/pretrained does not hold the default PretrainSpec's checkpoint: "
+        "run `python -m verl_parl_demo.modelbuild pretrain --shallow --rebuild --ship`"
     )
     info = json.loads((folder / MARKER_NAME).read_text())
     assert (folder / shipped.WEIGHTS_FILE).stat().st_size < 20 * 1024 * 1024
@@ -352,8 +351,8 @@ def test_the_package_ships_the_grown_reader() -> None:
     folder = shipped.SHIPPED_ROOT / pt.READER_SHIPPED_NAME
     assert pt.shipped_folder(pt.READER_PRETRAIN) == folder
     assert shipped.matches(folder, pt.READER_PRETRAIN.digest()), (
-        "verl_parl/modelbuild/weights/reader does not hold READER_PRETRAIN's checkpoint: "
-        "run `python -m verl_parl.modelbuild pretrain --rebuild --ship`"
+        "verl_parl_demo/modelbuild/weights/reader does not hold READER_PRETRAIN's checkpoint: "
+        "run `python -m verl_parl_demo.modelbuild pretrain --rebuild --ship`"
     )
     info = json.loads((folder / MARKER_NAME).read_text())
     config = json.loads((folder / "config.json").read_text())
@@ -397,8 +396,7 @@ def test_the_curriculum_forms_induction_heads_at_a_small_scale(tmp_path: Path) -
 def test_scored_loss_equals_the_full_masked_loss() -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    from verl_parl.modelbuild.lm import masked_lm_loss
+    from verl_parl_demo.modelbuild.lm import masked_lm_loss
 
     torch.manual_seed(0)
     config = Qwen2Config(
@@ -419,7 +417,7 @@ def test_scored_loss_equals_the_full_masked_loss() -> None:
 
 
 def test_lookup_scores_by_hand() -> None:
-    from verl_parl.modelbuild.coldstart_eval import lookup_scores
+    from verl_parl_demo.modelbuild.coldstart_eval import lookup_scores
 
     call = '<tool_call>\n{"name": "search", "arguments": {"queries": ["hungary"], "k": 1}}\n</tool_call>'
     gold = "| Hungary | HUF | Europe |"
@@ -437,7 +435,7 @@ def test_lookup_scores_by_hand() -> None:
 
 
 def test_neighbour_scores_by_hand() -> None:
-    from verl_parl.modelbuild.coldstart_eval import neighbour_scores
+    from verl_parl_demo.modelbuild.coldstart_eval import neighbour_scores
 
     call = '<tool_call>\n{"name": "search", "arguments": {"queries": [" niger"], "k": 1}}\n</tool_call>'
     neighbours = ["Nigeria", "Chad", "Mali"]
@@ -450,7 +448,7 @@ def test_neighbour_scores_by_hand() -> None:
 
 
 def test_values_are_taken_as_the_page_writes_them() -> None:
-    from verl_parl.tasks.research.corpus import as_written
+    from verl_parl_demo.tasks.research.corpus import as_written
 
     assert as_written("9768785", "a population of 9,768,785.") == "9,768,785"
     assert as_written("9768785", "a population of 9768785.") == "9768785"
@@ -458,7 +456,7 @@ def test_values_are_taken_as_the_page_writes_them() -> None:
 
 
 def test_assignment_scores_by_hand() -> None:
-    from verl_parl.modelbuild.coldstart_eval import assignment_scores
+    from verl_parl_demo.modelbuild.coldstart_eval import assignment_scores
 
     def assign(prompt: str) -> str:
         call = {"name": "assign_task", "arguments": {"agent": "finder", "prompt": prompt}}
@@ -474,13 +472,13 @@ def test_assignment_scores_by_hand() -> None:
 
 def test_the_package_ships_the_readers_research_cold_start() -> None:
     pytest.importorskip("verl_parl_search")
-    from verl_parl.modelbuild.coldstart import default_spec, shipped_name
+    from verl_parl_demo.modelbuild.coldstart import default_spec, shipped_name
 
     spec = default_spec("research", reader=True)
     digest = spec.digest(spec.demos())
     assert shipped.matches(shipped.SHIPPED_ROOT / shipped_name("research"), digest), (
-        "verl_parl/modelbuild/weights/coldstart-research does not hold READER_RECIPE's checkpoint: "
-        "rebuild it with `python -m verl_parl.modelbuild coldstart --task research --reader --rebuild --ship`"
+        "verl_parl_demo/modelbuild/weights/coldstart-research does not hold READER_RECIPE's checkpoint: "
+        "rebuild it with `python -m verl_parl_demo.modelbuild coldstart --task research --reader --rebuild --ship`"
     )
 
 

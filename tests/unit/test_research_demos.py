@@ -7,6 +7,11 @@ import re
 from collections.abc import Callable
 
 import pytest
+from verl_parl_demo.tasks.demos import DEMO_SOURCES, check_demo, make_demos
+from verl_parl_demo.tasks.research import dataset
+from verl_parl_demo.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
+from verl_parl_demo.tasks.research.names import trie_pattern
+from verl_parl_demo.tasks.research.tasks import CHAINS
 
 from verl_parl.swarm.calls import (
     ASSIGN_EACH,
@@ -17,11 +22,6 @@ from verl_parl.swarm.calls import (
     ORCHESTRATOR_TOOL_SCHEMAS,
     split_items,
 )
-from verl_parl.tasks.demos import DEMO_SOURCES, check_demo, make_demos
-from verl_parl.tasks.research import dataset
-from verl_parl.tasks.research.demos import DEEP_HOPS, SUBAGENT_NAME, demo_world
-from verl_parl.tasks.research.names import trie_pattern
-from verl_parl.tasks.research.tasks import CHAINS
 
 pytest.importorskip("verl_parl_search")
 
@@ -112,7 +112,7 @@ def test_orchestrators_plan_in_parallel_and_serially_and_copy_subagent_rows(demo
 
 
 def test_each_plans_copy_the_questions_list_into_one_assign_each(monkeypatch: pytest.MonkeyPatch) -> None:
-    from verl_parl.tasks.research import demos
+    from verl_parl_demo.tasks.research import demos
 
     monkeypatch.setattr(demos, "EACH_PLANS", True)
     monkeypatch.setattr(demos, "PARALLEL_SHARE", 1.0)
@@ -135,7 +135,7 @@ def test_each_plans_copy_the_questions_list_into_one_assign_each(monkeypatch: py
 def test_each_plans_offer_the_same_tools_to_every_orchestrator_demonstration(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run offers assign_each on every task, so deep demonstrations must see its schema too: trained with it on
     wide tasks only, two cold starts opened deep tasks with assign_task (0.001 and 0 deep item-F1)."""
-    from verl_parl.tasks.research import demos
+    from verl_parl_demo.tasks.research import demos
 
     monkeypatch.setattr(demos, "EACH_PLANS", True)
     made = make_demos("research", ("orchestrator",), 40, seed=8)
@@ -146,7 +146,7 @@ def test_each_plans_offer_the_same_tools_to_every_orchestrator_demonstration(mon
 
 
 def test_wide_answers_score_full_marks_with_the_research_scorer() -> None:
-    from verl_parl.tasks.research.scoring import research_scorer
+    from verl_parl_demo.tasks.research.scoring import research_scorer
 
     for demo in make_demos("research", ("orchestrator",), 12, seed=6):
         extra = {"task_kind": demo.meta["task_kind"], "keys": demo.meta["key"], "answer_metric": "token_f1"}
@@ -172,7 +172,7 @@ def test_demo_world_search_is_deterministic() -> None:
 
 
 def test_heldout_row_lookups_ask_only_about_held_out_entities() -> None:
-    from verl_parl.tasks.research.demos import heldout_row_lookups
+    from verl_parl_demo.tasks.research.demos import heldout_row_lookups
 
     held_out = _held_out_titles()
     lookups = heldout_row_lookups(12, seed=0, split="val")
@@ -190,7 +190,7 @@ def test_heldout_row_lookups_ask_only_about_held_out_entities() -> None:
 def test_row_replies_restate_the_header_or_write_fact_lines_when_asked(
     monkeypatch: pytest.MonkeyPatch, restate: bool, facts: bool
 ) -> None:
-    from verl_parl.tasks.research import demos
+    from verl_parl_demo.tasks.research import demos
 
     monkeypatch.setattr(demos, "RESTATE_HEADER", restate)
     monkeypatch.setattr(demos, "FACT_LINES", facts)
@@ -223,7 +223,7 @@ def test_row_replies_restate_the_header_or_write_fact_lines_when_asked(
 
 
 def test_fresh_names_replace_every_entity_name_consistently_and_keep_the_values() -> None:
-    from verl_parl.tasks.research.names import _name_pattern, with_fresh_names
+    from verl_parl_demo.tasks.research.names import _name_pattern, with_fresh_names
 
     world = demo_world()
     pattern, train = _name_pattern(0)
@@ -268,7 +268,7 @@ def test_make_demos_takes_fresh_names_for_a_share_of_demos() -> None:
 
 
 def test_heldout_orchestrations_are_wide_tasks_of_held_out_entities() -> None:
-    from verl_parl.tasks.research.demos import heldout_orchestrations
+    from verl_parl_demo.tasks.research.demos import heldout_orchestrations
 
     world = demo_world()
     train = {c.name for c in world.pool.countries} | {c.name for c in world.pool.cities}
@@ -283,8 +283,8 @@ def test_heldout_orchestrations_are_wide_tasks_of_held_out_entities() -> None:
 
 @pytest.mark.parametrize("evidence", [False, True])
 def test_deep_replies_quote_the_evidence_sentence_when_asked(monkeypatch: pytest.MonkeyPatch, evidence: bool) -> None:
-    from verl_parl.tasks.research import demos
-    from verl_parl.tasks.research.scoring import research_scorer
+    from verl_parl_demo.tasks.research import demos
+    from verl_parl_demo.tasks.research.scoring import research_scorer
 
     monkeypatch.setattr(demos, "DEEP_EVIDENCE", evidence)
     monkeypatch.setattr(demos, "DEEP_HOPS", False)  # every deep task goes to one subagent whole
@@ -312,8 +312,8 @@ def test_deep_replies_quote_the_evidence_sentence_when_asked(monkeypatch: pytest
 
 @pytest.mark.parametrize("spaced", [False, True])
 def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyPatch, spaced: bool) -> None:
-    from verl_parl.tasks.research import demos
-    from verl_parl.tasks.research.scoring import research_scorer
+    from verl_parl_demo.tasks.research import demos
+    from verl_parl_demo.tasks.research.scoring import research_scorer
 
     monkeypatch.setattr(demos, "DEEP_HOPS", True)
     monkeypatch.setattr(demos, "SPACED_CELL_ANSWER", spaced)
@@ -354,7 +354,7 @@ def test_chains_go_one_hop_per_assignment_when_asked(monkeypatch: pytest.MonkeyP
 
 @pytest.mark.parametrize("lists", [True, False])
 def test_a_neighbour_part_is_a_neighbour_list_when_asked(monkeypatch: pytest.MonkeyPatch, lists: bool) -> None:
-    from verl_parl.tasks.research import demos
+    from verl_parl_demo.tasks.research import demos
 
     monkeypatch.setattr(demos, "NEIGHBOUR_LISTS", lists)
     monkeypatch.setattr(demos, "NEIGHBOUR_REPLY", "names")  # the reply's forms: the test below
@@ -374,7 +374,7 @@ def test_a_neighbour_part_is_a_neighbour_list_when_asked(monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize("form", ["names", "sentence", "listing"])
 def test_neighbour_lists_copy_the_page_as_asked(monkeypatch: pytest.MonkeyPatch, form: str) -> None:
-    from verl_parl.tasks.research import demos
+    from verl_parl_demo.tasks.research import demos
 
     monkeypatch.setattr(demos, "NEIGHBOUR_LISTS", True)
     monkeypatch.setattr(demos, "NEIGHBOUR_REPLY", form)
@@ -407,7 +407,7 @@ def test_neighbour_lists_copy_the_page_as_asked(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_an_unknown_neighbour_reply_form_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    from verl_parl.tasks.research import demos
+    from verl_parl_demo.tasks.research import demos
 
     monkeypatch.setattr(demos, "NEIGHBOUR_REPLY", "bullets")
     monkeypatch.setattr(demos, "NEIGHBOUR_LISTS", True)
@@ -418,7 +418,7 @@ def test_an_unknown_neighbour_reply_form_is_named(monkeypatch: pytest.MonkeyPatc
 
 
 def test_heldout_neighbour_lists_ask_about_held_out_countries() -> None:
-    from verl_parl.tasks.research.demos import heldout_neighbour_lists
+    from verl_parl_demo.tasks.research.demos import heldout_neighbour_lists
 
     held_out = _held_out_titles()
     lists = heldout_neighbour_lists(6, seed=0, split="val")

@@ -9,9 +9,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
-from verl_parl.cli.research import main
-from verl_parl.tasks.research.passn import filter_parquet, pass_at_n_filter, verdict
+from verl_parl_demo.research import main
+from verl_parl_demo.tasks.research.passn import filter_parquet, pass_at_n_filter, verdict
 
 ROWS = [
     {"id": "easy", "solve_every": 1},  # solved at every attempt

@@ -14,11 +14,11 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from verl_parl_demo.research import main
+from verl_parl_demo.tasks.research import corpus, dataset, source
+from verl_parl_demo.tasks.research.scoring import plain, research_scorer
+from verl_parl_demo.tasks.research.tasks import DEEP_TYPES, WIDE_TYPES, Pool, draw_tasks
 
-from verl_parl.cli.research import main
-from verl_parl.tasks.research import corpus, dataset, source
-from verl_parl.tasks.research.scoring import plain, research_scorer
-from verl_parl.tasks.research.tasks import DEEP_TYPES, WIDE_TYPES, Pool, draw_tasks
 from verl_parl.trainer.reward_fn import compute_score
 
 SMALL = dict(seed=3, n_train=40, n_val=12, n_test=12, cities_per_country=2)
@@ -31,7 +31,7 @@ def world() -> source.World:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real command, run once: ``python -m verl_parl.research generate ... [--index]``."""
+    """The real command, run once: ``python -m verl_parl_demo.research generate ... [--index]``."""
     out = tmp_path_factory.mktemp("suite")
     index = ["--index"] if importlib.util.find_spec("verl_parl_search") else []
     command = [sys.executable, "-m", "verl_parl.research", "generate", "--out", str(out), *_flags(SMALL), *index]

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
 from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls
-from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps, parallelism, serial_fraction, total_steps
 from verl_parl.swarm.episode import SwarmEpisode, SwarmLimits
 from verl_parl.swarm.subagent import SubagentLimits

@@ -1,4 +1,5 @@
-"""A task's settings live in its YAML (``configs/embedded/<task>.yaml``): an edit there is what the run and its loops
+"""A task's settings live in its YAML (``plugins/demo/verl_parl_demo/configs/embedded/<task>.yaml``): an edit there is
+what the run and its loops
 use, and a ``parl.embedded.task`` that names another task than the composed YAML's is a config error."""
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_the_old_budget_key_names_its_new_place() -> None:
 
 
 def test_task_values_come_from_the_task_yaml_over_the_base() -> None:
-    from verl_parl.settings.tasks import task_value
+    from verl_parl_demo.task_settings import task_value
 
     assert task_value("fanout", "parl.critical_steps_budget") == 10
     assert task_value("arithmetic", "parl.critical_steps_budget") == 24  # the base YAML's, arithmetic sets none

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from verl_parl_demo.modelbuild.coldstart import default_spec
+from verl_parl_demo.modelbuild.tiny import MARKER_NAME
+from verl_parl_demo.tasks.demos import DEMO_SOURCES, make_demos
 
 from verl_parl.cli.config import EmbeddedTaskConfig
 from verl_parl.host import manager as plugins
 from verl_parl.host.manager import collect_registries, create_plugin_manager, reset_plugin_manager
-from verl_parl.modelbuild.coldstart import default_spec
-from verl_parl.modelbuild.tiny import MARKER_NAME
 from verl_parl.registry import DuplicateNameError, PluginError, TaskSpec, UnknownNameError, load_target
 from verl_parl.settings.errors import ConfigError
-from verl_parl.tasks.demos import DEMO_SOURCES, make_demos
 from verl_parl.testing import write_plugin_distribution
 
 MODULE_PREFIX = "vp_test_task_"
@@ -46,7 +46,7 @@ def verl_parl_register_tasks(register):
             factory=write,
             scorer="number_match",
             agent_loops=("tool_agent",),
-            demos={"agent": "verl_parl.tasks.demos:arithmetic_agent"},
+            demos={"agent": "verl_parl_demo.tasks.demos:arithmetic_agent"},
             coldstart={"steps": 7},
             config_dir="file:///opt/spelling/configs",  # its embedded/spelling.yaml: embedded=spelling
         )
@@ -75,8 +75,8 @@ def spelling_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 def test_built_in_tasks_are_registered_through_the_hook() -> None:
     tasks = plugins.get_registries().tasks
     assert {"arithmetic", "research", "spelling"} <= set(tasks.names())
-    assert tasks["arithmetic"].plugin == "verl_parl.tasks.plugin"
-    assert tasks["research"].plugin == "verl_parl.tasks.research.plugin"
+    assert tasks["arithmetic"].plugin == "verl_parl_demo.tasks.plugin"
+    assert tasks["research"].plugin == "verl_parl_demo.tasks.research.plugin"
     assert tasks["research"].scorer == "research" and tasks["research"].tools == ("search",)
     assert tasks["spelling"].plugin == "spelling"
 
@@ -140,7 +140,7 @@ def test_demonstrations_and_cold_start_recipe_come_from_the_task_spec() -> None:
     assert demo.role == "agent" and demo.tools is not None
     assert demo.tools[0]["function"]["name"] == "calculator"  # the arithmetic source the target names
     assert default_spec("spelling").steps == 7
-    from verl_parl.modelbuild.coldstart import READER_RECIPE
+    from verl_parl_demo.modelbuild.coldstart import READER_RECIPE
 
     assert default_spec("research") == default_spec("research", reader=True)  # research names READER_RECIPE
     assert default_spec("research").steps == READER_RECIPE["steps"]
@@ -164,8 +164,9 @@ def test_the_task_writer_builds_the_embedded_assets(tmp_path: Path) -> None:
 def test_the_cold_start_is_found_once_per_process_while_its_build_is_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from verl_parl_demo.modelbuild import coldstart
+
     from verl_parl.cli import assets
-    from verl_parl.modelbuild import coldstart
 
     built: list[Path] = []
 
@@ -230,7 +231,7 @@ def test_the_research_task_without_the_search_plugin_names_the_install_command(m
     with pytest.raises(ConfigError) as info:
         EmbeddedTaskConfig(task="research")
     assert info.value.errors == [
-        "parl.embedded.task: the 'research' task (plugin 'verl_parl.tasks.research.plugin') needs the module "
+        "parl.embedded.task: the 'research' task (plugin 'verl_parl_demo.tasks.research.plugin') needs the module "
         "'verl_parl_search', which is not installed: pip install -e plugins/search "
         "(bash scripts/install.sh installs it)"
     ]

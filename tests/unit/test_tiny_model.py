@@ -24,9 +24,8 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.tokenizer import hf_processor, hf_tokenizer, normalize_token_ids
 from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
-
-from verl_parl.modelbuild.__main__ import main as cli_main
-from verl_parl.modelbuild.tiny import (
+from verl_parl_demo.modelbuild.__main__ import main as cli_main
+from verl_parl_demo.modelbuild.tiny import (
     MARKER_NAME,
     MARKUP_TOKENS,
     TABLE_WIDTHS,
@@ -37,6 +36,7 @@ from verl_parl.modelbuild.tiny import (
     train_tokenizer,
     training_corpus,
 )
+
 from verl_parl.rewards.table import markdown_rule
 
 SMALL = TinyModelSpec(

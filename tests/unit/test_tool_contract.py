@@ -7,8 +7,8 @@ import copy
 from typing import Any
 
 import pytest
+from verl_parl_demo.tasks.arithmetic import Calculator
 
-from verl_parl.tasks.arithmetic import Calculator
 from verl_parl.testing import ToolContractError, acheck_tool, check_schema, check_tool
 from verl_parl.tools.base import ToolError
 

@@ -248,8 +248,9 @@ class NeverAnsweringPolicy:
 
 @pytest.fixture(scope="module")
 def swarm_loop_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from verl_parl_demo.modelbuild.tiny import TinyModelSpec, build_tiny_model
+
     from verl_parl.cli.evaluate import compose_config
-    from verl_parl.modelbuild.tiny import TinyModelSpec, build_tiny_model
 
     model = build_tiny_model(TinyModelSpec(), cache_dir=tmp_path_factory.mktemp("models"), progress=False)
     cache = tmp_path_factory.mktemp("cache")

@@ -1,5 +1,5 @@
 """The ``widechain`` family: the structure that makes parallel work pay, checked on generated data, the real search
-tool and the oracle plans (verl_parl/tasks/widechain; docs/tasks.md, "The widechain family").
+tool and the oracle plans (plugins/demo/verl_parl_demo/tasks/widechain; docs/tasks.md, "The widechain family").
 
 If a change to the pages, the tools, N, k, B or the context length lets a serial plan or a single agent fit the
 budget, or lets a search give away a later hop, a test here fails.
@@ -17,12 +17,13 @@ import yaml
 pytest.importorskip("verl_parl_search")
 pytest.importorskip("tantivy")
 
+from verl_parl_demo.tasks.plans import prompt_tokens
+from verl_parl_demo.tasks.research import dataset as research_dataset
+from verl_parl_demo.tasks.research import source
+from verl_parl_demo.tasks.widechain import dataset, design, oracle
+from verl_parl_demo.tasks.widechain.__main__ import SHIPPED_TOKENIZER
+
 from verl_parl.chat.prompts import render_ids
-from verl_parl.tasks.plans import prompt_tokens
-from verl_parl.tasks.research import dataset as research_dataset
-from verl_parl.tasks.research import source
-from verl_parl.tasks.widechain import dataset, design, oracle
-from verl_parl.tasks.widechain.__main__ import SHIPPED_TOKENIZER
 from verl_parl.tools.runtime import ToolRuntime
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "embedded" / "widechain.yaml"
@@ -166,7 +167,7 @@ SHARE = 0.5
 
 @pytest.fixture(scope="module")
 def demos() -> list[Any]:
-    from verl_parl.tasks.demos import make_demos
+    from verl_parl_demo.tasks.demos import make_demos
 
     return make_demos("widechain", ("agent", "subagent", "orchestrator"), PER_ROLE, 0, parallel_share=SHARE)
 
@@ -184,7 +185,7 @@ def _calls(message: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 
 def test_plan_flags_give_the_share_exactly() -> None:
-    from verl_parl.tasks.demos import plan_flags
+    from verl_parl_demo.tasks.demos import plan_flags
 
     for count, share in ((8, 0.5), (10, 0.3), (64, 0.25), (5, 0.0), (5, 1.0)):
         flags = plan_flags("widechain", count, 0, share)
@@ -205,7 +206,7 @@ def test_the_cold_start_starts_mixed_in_the_set_proportion(demos: list[Any]) -> 
 
 
 def test_a_source_without_plans_refuses_a_share() -> None:
-    from verl_parl.tasks.demos import make_demos
+    from verl_parl_demo.tasks.demos import make_demos
 
     with pytest.raises(ValueError, match="take no plan"):
         make_demos("arithmetic", ("orchestrator",), 2, 0, parallel_share=0.5)
@@ -276,8 +277,9 @@ def test_every_demo_answers_from_a_prompt_that_fits_the_context(demos: list[Any]
 
 
 def test_the_run_settings_carry_the_share() -> None:
+    from verl_parl_demo.modelbuild.coldstart import default_spec
+
     from verl_parl.cli.config import EmbeddedTaskConfig
-    from verl_parl.modelbuild.coldstart import default_spec
     from verl_parl.settings.errors import ConfigError
 
     parl = yaml.safe_load(CONFIG.read_text())["parl"]
@@ -293,14 +295,13 @@ def test_the_run_settings_carry_the_share() -> None:
 
 def _split_tasks(split: str) -> list[dataset.WideChainTask]:
     import pandas as pd
-
-    from verl_parl.tasks.widechain.demos import demo_suite
+    from verl_parl_demo.tasks.widechain.demos import demo_suite
 
     folder = Path(demo_suite().folder.name)
     return [dataset.task_of(row) for row in pd.read_parquet(folder / f"{split}.parquet").to_dict("records")]
 
 
 def _train_tasks() -> list[dataset.WideChainTask]:
-    from verl_parl.tasks.widechain.demos import demo_suite
+    from verl_parl_demo.tasks.widechain.demos import demo_suite
 
     return demo_suite().tasks

@@ -1,5 +1,5 @@
 """The ``widesearch`` scorer's parts (rules, evaluation block, extraction, judge use, summary), the loader of the
-released format (``python -m verl_parl.tasks.widesearch convert``) and ``python -m verl_parl.score --scorer``.
+released format (``python -m verl_parl.data.widesearch convert``) and ``python -m verl_parl.score --scorer``.
 
 The parity cases are in ``test_widesearch_parity.py``; the sample in the released format in ``tests/data/widesearch``.
 """
@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from verl_parl.cli.score import main as score_main
+from verl_parl.data.widesearch.__main__ import main as convert_main
 from verl_parl.rewards.infra import InfraFailureError
 from verl_parl.rewards.judge import JUDGE_MODEL_ENV, JUDGE_URL_ENV
 from verl_parl.rewards.scorers import table_scorer
@@ -32,7 +33,6 @@ from verl_parl.rewards.widesearch.rules import (
 from verl_parl.rewards.widesearch.scorer import judge_aligner, widesearch_scorer
 from verl_parl.rewards.widesearch.spec import SpecError, parse_evaluation
 from verl_parl.rewards.widesearch.summary import summarize
-from verl_parl.tasks.widesearch.__main__ import main as convert_main
 from verl_parl.trainer.reward_fn import compute_score
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "widesearch"

@@ -1,5 +1,5 @@
 """WideSearch parity: every case of ``widesearch_parity_cases`` through ``scorer=widesearch`` and ``scorer=table``,
-on the rows the loader writes (:func:`verl_parl.tasks.widesearch.convert.make_row`).
+on the rows the loader writes (:func:`verl_parl.data.widesearch.convert.make_row`).
 
 The judge is a fake with fixed verdicts (alignment pairs and ``llm_judge`` cell verdicts, per case); it fails the
 test when asked about anything else, so the cases also pin which cells and values reach the judge.
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from widesearch_parity_cases import CASES, Case
 
+from verl_parl.data.widesearch.convert import make_row, task_from
 from verl_parl.rewards.scorers import table_scorer
 from verl_parl.rewards.widesearch.rules import norm_str
 from verl_parl.rewards.widesearch.scorer import widesearch_scorer
-from verl_parl.tasks.widesearch.convert import make_row, task_from
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rewards.md"
 OFFICIAL_FILES = ("evaluation.py", "metric_utils.py", "data_loader.py", "utils.py")

@@ -1,4 +1,6 @@
-"""Built-on-first-use assets of the embedded default run, reachable from YAML as ``${parl_asset:NAME}``.
+"""Built-on-first-use assets, reachable from YAML as ``${parl_asset:NAME}``: the selected task's files
+(``embedded_train``, ``embedded_val``, ``embedded_tools``, any ``embedded_<file>`` its writer returns), verl-parl's
+``reward_fn``, and what plugins register (``verl_parl_register_assets``: the demo's tiny models).
 
 Each asset is built once into the cache folder (``parl.cache_dir``) and reused; the resolver runs in
 the driver when :mod:`verl_parl.cli.main` resolves the config, so workers only ever see plain paths.
@@ -65,41 +67,18 @@ def _embedded_data(root: DictConfig) -> dict[str, Path]:
     return dict(written)
 
 
-def _embedded_path(name: str) -> Callable[[DictConfig], str]:
-    def resolve(root: DictConfig) -> str:
-        paths = _embedded_data(root)
-        if name not in paths:
-            raise KeyError(f"${{{RESOLVER}:embedded_{name}}}: the {root.parl.embedded.task} task has no {name}")
-        return str(paths[name])
-
-    return resolve
-
-
-def _tiny_model(root: DictConfig) -> str:
-    from verl_parl.modelbuild.tiny import build_tiny_model
-
-    return str(build_tiny_model(cache_dir=_cache_dir(root) / "models"))
-
-
-_coldstart_built: dict[tuple[str, str], Path] = {}  # (recipe, cache folder) -> the build found in this process
-
-
-def _coldstart_model(root: DictConfig) -> str:
-    """The tiny model after cold-start SFT on the embedded task's tool-use demonstrations (``models/coldstart.py``).
-
-    Its cache folder is named by a digest of the demonstrations, which takes seconds to write, and verl's config
-    refers to ``model.path`` more than once: each process finds the build once and reuses it while it is there."""
-    from verl_parl.modelbuild.coldstart import build_coldstart_model, default_spec
-    from verl_parl.modelbuild.tiny import is_complete_build
-
-    share = root.parl.embedded.get("parallel_share")
-    spec = default_spec(str(root.parl.embedded.task), parallel_share=None if share is None else float(share))
-    cache_dir = _cache_dir(root) / "models"
-    key = (repr(spec), str(cache_dir))
-    found = _coldstart_built.get(key)
-    if found is None or not is_complete_build(found):
-        found = _coldstart_built[key] = build_coldstart_model(spec, cache_dir=cache_dir)
-    return str(found)
+def _embedded_file(name: str, root: DictConfig) -> str:
+    """``${parl_asset:embedded_<name>}``: the selected task's file ``name`` (``train``, ``val``, ``tools``, ...)."""
+    task = root.parl.embedded.get("task")
+    if task is None:
+        raise KeyError(
+            f"${{{RESOLVER}:embedded_{name}}} names a file of the selected task, and no task is selected: select one "
+            "with embedded=<task> (python -m verl_parl.plugins list), or give the path itself"
+        )
+    paths = _embedded_data(root)
+    if name not in paths:
+        raise KeyError(f"${{{RESOLVER}:embedded_{name}}}: the {task} task has no {name} (it writes {sorted(paths)})")
+    return str(paths[name])
 
 
 def _reward_fn(root: DictConfig) -> str:
@@ -108,16 +87,27 @@ def _reward_fn(root: DictConfig) -> str:
     return str(Path(verl_reward.__file__).resolve())
 
 
-ASSETS: dict[str, Callable[[DictConfig], Any]] = {
-    "tiny_model": _tiny_model,
-    "coldstart_model": _coldstart_model,
-    "embedded_train": _embedded_path("train"),
-    "embedded_val": _embedded_path("val"),
-    "embedded_test": _embedded_path("test"),
-    "embedded_search_index": _embedded_path("index"),
-    "embedded_tools": _embedded_path("tools"),
-    "reward_fn": _reward_fn,
-}
+EMBEDDED = "embedded_"
+"""Prefix of the assets that are the selected task's files (``TaskSpec.factory``'s names)."""
+
+ASSETS: dict[str, Callable[[DictConfig], Any]] = {"reward_fn": _reward_fn}
+"""verl-parl's own assets besides ``embedded_<file>``; plugins add theirs (``verl_parl_register_assets``)."""
+
+
+def _asset(name: str) -> Callable[[DictConfig], Any]:
+    """The builder of asset ``name``: an ``embedded_`` file, one of :data:`ASSETS`, or a plugin's."""
+    if name.startswith(EMBEDDED) and len(name) > len(EMBEDDED):
+        return lambda root: _embedded_file(name[len(EMBEDDED) :], root)
+    if name in ASSETS:
+        return ASSETS[name]
+    from verl_parl.host.manager import get_registries
+
+    registered = get_registries().assets
+    if name not in registered:
+        known = sorted([*ASSETS, *registered.names(), f"{EMBEDDED}<file>"])
+        raise KeyError(f"unknown asset ${{{RESOLVER}:{name}}}{did_you_mean(name, known)}; known: {known}")
+    factory = registered.get(name).factory
+    return lambda root: factory(root, _cache_dir(root))
 
 
 _building = True
@@ -137,9 +127,8 @@ def building(enabled: bool) -> Iterator[None]:
 
 def resolve_asset(name: str, _root_: DictConfig) -> Any:
     """OmegaConf resolver body: build (or find in the cache) asset ``name`` and return its path."""
-    if name not in ASSETS:
-        raise KeyError(f"unknown asset ${{{RESOLVER}:{name}}}{did_you_mean(name, ASSETS)}; known: {sorted(ASSETS)}")
-    return ASSETS[name](_root_) if _building else None
+    build = _asset(name)
+    return build(_root_) if _building else None
 
 
 def register_resolver() -> None:

@@ -46,9 +46,10 @@ def _check(errors: list[str], ok: bool, message: str) -> None:
 @dataclass(frozen=True)
 @yaml_defaults("embedded")
 class EmbeddedTaskConfig:
-    """``parl.embedded``: the registered task (``verl_parl_register_tasks``) the default run trains on."""
+    """``parl.embedded``: the registered task (``verl_parl_register_tasks``) a run trains on, selected with
+    ``embedded=<task>``; ``task`` is None when the run brings its own data."""
 
-    task: str = IN_YAML
+    task: str | None = IN_YAML
     agent_loop: str = IN_YAML
     n_train: int = IN_YAML
     n_val: int = IN_YAML
@@ -76,10 +77,13 @@ class EmbeddedTaskConfig:
             raise ConfigError(errors)
 
     def task_errors(self) -> list[str]:
-        """The task must be registered and installed, take this agent loop and accept these options."""
+        """The task must be registered and installed, take this agent loop and accept these options (no task: no
+        task to check)."""
         from verl_parl.host.manager import get_registries
         from verl_parl.registry import UnknownNameError
 
+        if self.task is None:
+            return []
         try:
             spec = get_registries().tasks.get(self.task)
         except UnknownNameError as exc:
@@ -299,8 +303,8 @@ def check_paths(cfg: DictConfig) -> list[str]:
     )
     if local_looking and not Path(str(model_path)).expanduser().is_dir():
         errors.append(
-            f"actor_rollout_ref.model.path: {model_path!r} is not a local model folder "
-            "(build one with `python -m verl_parl.modelbuild build`, or point to a save_pretrained folder)"
+            f"actor_rollout_ref.model.path: {model_path!r} is not a local model folder (point it to a "
+            "save_pretrained folder; on the CPU profile the model is never downloaded)"
         )
     for key in ("data.train_files", "data.val_files"):
         value = OmegaConf.select(cfg, key)
@@ -347,7 +351,53 @@ def check_verl(cfg: DictConfig) -> list[str]:
 
 
 Check = Callable[[DictConfig], list[str]]
-CHECKS: tuple[Check, ...] = (check_profile, check_batch_sizes, check_paths, check_rollout_backend, trainer_mode_errors)
+REQUIRED: dict[str, str] = {
+    "actor_rollout_ref.model.path": "your model's folder (save_pretrained) or hub id",
+    "data.train_files": "your training rows (verl parquet)",
+    "data.val_files": "your validation rows (verl parquet)",
+}
+"""Keys the task-free base leaves unset (null) and a run must give: on the command line, or a task's YAML."""
+
+SCORER_KEY = "reward.custom_reward_function.reward_kwargs.scorer"
+
+
+def check_required(cfg: DictConfig) -> list[str]:
+    """What the base leaves to the run: the model, the data and (with verl-parl's reward function) the scorer,
+    the last one registered."""
+    from verl_parl.host.manager import get_registries
+    from verl_parl.registry import PluginError, UnknownNameError
+
+    hint = "or select a task with embedded=<name> (docs/your_task.md)"
+    errors = [
+        f"{key}: not set: give {what} ({key}=...), {hint}"
+        for key, what in REQUIRED.items()
+        if OmegaConf.select(cfg, key) is None
+    ]
+    reward_fn = str(OmegaConf.select(cfg, "reward.custom_reward_function.path") or "")
+    if not reward_fn.endswith("verl_parl/trainer/reward_fn.py"):
+        return errors
+    scorer = OmegaConf.select(cfg, SCORER_KEY)
+    try:
+        scorers = get_registries().scorers
+    except PluginError:
+        return errors  # the plugin check names the broken plugin
+    if scorer is None:
+        return [*errors, f"{SCORER_KEY}: not set: name a registered scorer ({', '.join(scorers.names())}), {hint}"]
+    try:
+        scorers.get(str(scorer))
+    except UnknownNameError as exc:
+        errors.append(f"{SCORER_KEY}: {exc}")
+    return errors
+
+
+CHECKS: tuple[Check, ...] = (
+    check_required,
+    check_profile,
+    check_batch_sizes,
+    check_paths,
+    check_rollout_backend,
+    trainer_mode_errors,
+)
 """Whole-config checks of the run itself; each component checks its own settings in its built-in
 plugin's ``verl_parl_validate_config`` (passed to :func:`validate` as ``plugin_errors``)."""
 
@@ -474,6 +524,15 @@ def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
 PARL_LOOPS = ("parl_swarm", "researcher")
 
 
+def run_agent_loops(cfg: DictConfig, parl: ParlConfig) -> set[str]:
+    """The agent loops the run's rows name, as far as the config tells: the selected task's and verl's default
+    (``actor_rollout_ref.rollout.agent.default_agent_loop``, for rows that name none)."""
+    loops = {OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")}
+    if parl.embedded.task is not None:
+        loops.add(parl.embedded.agent_loop)
+    return {str(loop) for loop in loops if loop is not None}
+
+
 def chat_format_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
     """Our loops parse the tool-call formats of :data:`verl_parl.chat.calls.TOOL_FORMATS` (verl's ``tool_agent``
     takes more), and a dedicated frozen checkpoint shares the orchestrator's tokenizer and chat template."""
@@ -483,7 +542,7 @@ def chat_format_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
     errors: list[str] = []
     key = "actor_rollout_ref.rollout.multi_turn.format"
     fmt = OmegaConf.select(cfg, key, default="hermes")
-    loops = {parl.embedded.agent_loop, OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")}
+    loops = run_agent_loops(cfg, parl)
     if loops & set(PARL_LOOPS) and fmt not in TOOL_FORMATS:
         errors.append(
             f"{key}: {fmt!r} is one of verl's tool_agent formats; the {'/'.join(PARL_LOOPS)} loops parse "

@@ -106,7 +106,7 @@ def load_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
 def prompt_for(row: dict[str, Any], mode: str) -> list[dict[str, Any]]:
     """The row's chat prompt, with its task's system prompt for ``mode`` when the task has one
     (``TaskSpec.system_prompts``)."""
-    from verl_parl.tasks import system_prompt_for
+    from verl_parl_demo.tasks import system_prompt_for
 
     messages = [dict(m) for m in row["prompt"]]
     system = system_prompt_for(str(row.get("data_source", "")), mode)
@@ -307,7 +307,7 @@ async def evaluate(args: argparse.Namespace, overrides: list[str]) -> dict[str, 
 
 class RolloutSolver:
     """``solve_batch(rows) -> scores`` through the real rollout path, for the pass@N filter
-    (:func:`verl_parl.tasks.research.passn.pass_at_n_filter`): each call runs every row once in ``mode``
+    (:func:`verl_parl_demo.tasks.research.passn.pass_at_n_filter`): each call runs every row once in ``mode``
     with sampling (temperature 1 by default) and returns the scorer's scores. Call :meth:`close` at the end.
     """
 

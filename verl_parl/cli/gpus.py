@@ -66,11 +66,12 @@ _PARALLEL = ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model
 
 def frozen_group_runs(cfg: DictConfig, parl: ParlConfig) -> bool:
     """Whether the run starts the dedicated frozen group on vllm/sglang: its serving is such, and the
-    ``parl_swarm`` loop (rows of the embedded task, or rows that name no loop) or the frozen judge uses it."""
+    ``parl_swarm`` loop (rows of the selected task, or rows that name no loop) or the frozen judge uses it."""
     serving = parl.swarm.subagent if parl.swarm is not None else None
     if serving is None or serving.mode != "dedicated" or serving.engine in (None, "hf"):
         return False
-    loops = {parl.embedded.agent_loop, _get(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")}
+    task_loop = parl.embedded.agent_loop if parl.embedded.task is not None else None
+    loops = {task_loop, _get(cfg, "actor_rollout_ref.rollout.agent.default_agent_loop")}
     return SWARM_LOOP in loops or parl.reward.judge.backend == "frozen"
 
 

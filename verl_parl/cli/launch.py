@@ -160,15 +160,15 @@ def _plugin_errors(pm: Any, cfg: DictConfig) -> list[str]:
 
 
 def task_selection_errors(cfg: DictConfig, embedded: str | None) -> list[str]:
-    """A task's settings are its YAML (``configs/embedded/<task>.yaml``, or a plugin's ``TaskSpec.config_dir``),
-    composed with ``embedded=<task>``: a ``parl.embedded.task`` that names another task than the composed YAML's
+    """A task's settings are its YAML (``embedded/<task>.yaml`` in its ``TaskSpec.config_dir``), composed with
+    ``embedded=<task>``: a ``parl.embedded.task`` that names another task than the composed YAML's
     would train it under that YAML's settings (its scorer, tools, budget), so it is an error."""
     task = OmegaConf.select(cfg, "parl.embedded.task")
     if embedded is None or task == embedded:
         return []
     return [
         f"parl.embedded.task: {task!r}, but the composed task settings are {embedded!r}'s "
-        f"(configs/embedded/{embedded}.yaml): select the task with embedded={task} (its settings come with it), "
+        f"(embedded/{embedded}.yaml): select the task with embedded={task} (its settings come with it), "
         f"or compose none with ~embedded"
     ]
 

@@ -2,7 +2,9 @@
 
 The order matters and is the point of this module:
 
-1. pick the hardware profile (cpu when no GPU is visible) and set ``VERL_PLATFORM`` before verl is
+1. make the task explicit (the plugins' default task when the command line names no task and no data; a task and
+   data of one's own together are an error), pick the hardware profile (cpu when no GPU is visible) and set
+   ``VERL_PLATFORM`` before verl is
    imported anywhere, so verl's plugin hook activates the CPU backend in every process;
 2. compose verl's ``ppo_trainer`` config with ours (Hydra), resolve it (building cached assets);
 3. load verl-parl's plugins and validate everything, reporting all errors at once;
@@ -73,6 +75,62 @@ def task_config_dirs() -> list[str]:
     return list(dict.fromkeys(spec.config_dir for spec in tasks if spec.config_dir))
 
 
+DATA_KEYS = ("data.train_files", "data.val_files")
+"""The keys that give a run its own data."""
+
+
+def _override_value(argv: list[str], key: str) -> str | None:
+    """The value ``argv`` gives ``key`` (``key=v``, ``+key=v``, ``++key=v``), None when it gives none."""
+    for arg in argv:
+        name, sep, value = arg.lstrip("+").partition("=")
+        if sep and name == key:
+            return value
+    return None
+
+
+def select_task(argv: list[str]) -> list[str]:
+    """``argv`` with the task made explicit: as given; ``embedded=<the plugins' default task>`` when it names no
+    task and no data (``python -m verl_parl.main`` alone trains the demo's default); unchanged when it gives data
+    (``data.train_files``/``val_files``: the user's own, with the base's task-free values).
+
+    Raises:
+        ConfigError: a task and data of one's own are both given (the task would bring its data, model and
+            settings beside the user's), or neither is and no plugin names a default task.
+    """
+    from verl_parl.host.manager import default_task, get_plugin_manager
+    from verl_parl.registry import PluginError
+
+    task = _override_value(argv, "embedded")
+    if any(arg.startswith("~embedded") for arg in argv) or task in ("null", ""):
+        task = None
+    data = [key for key in DATA_KEYS if _override_value(argv, key) is not None]
+    if task is not None and data:
+        raise ConfigError(
+            [
+                f"{', '.join(data)}: your own data, and embedded={task}, whose YAML brings its own data, model, scorer "
+                f"and settings: drop embedded={task} to train on your data with the base's task-free values "
+                f"(docs/your_task.md), or drop {' and '.join(data)} to train the {task} task"
+            ]
+        )
+    named = task is not None or "embedded" in {arg.lstrip("+~").partition("=")[0] for arg in argv}
+    if named or data:
+        return argv
+    try:
+        default = default_task(get_plugin_manager())
+    except PluginError:
+        return argv  # the driver's plugin check names the broken plugin
+    if default is None:
+        raise ConfigError(
+            [
+                "no task and no data: select a registered task with embedded=<name> (python -m verl_parl.plugins "
+                "list), "
+                "or give your own: data.train_files=... data.val_files=... actor_rollout_ref.model.path=... "
+                "reward.custom_reward_function.reward_kwargs.scorer=... (docs/your_task.md)"
+            ]
+        )
+    return [*argv, f"embedded={default}"]
+
+
 def choose_profile(argv: list[str]) -> tuple[str, list[str]]:
     """The profile named on the command line, else ``cpu`` without a GPU; returns (profile, argv)."""
     for arg in argv:
@@ -110,6 +168,11 @@ def transfer_queue_threads(default: int = 8) -> int:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``verl-parl`` and ``python -m verl_parl.main``)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = select_task(args)
+    except ConfigError as exc:
+        print(f"[verl-parl] {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     profile, args = choose_profile(args)
     from verl_parl.cli.cluster import with_ray_address
 

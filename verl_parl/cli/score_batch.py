@@ -6,7 +6,7 @@
 
 Answers are JSON Lines in the official response format: ``{"instance_id", "response", "trial_idx"?}`` (the
 official per-task response files can be passed as they are). The rows are verl parquet rows with
-``extra_info.instance_id`` (``python -m verl_parl.tasks.widesearch convert``), or the released task file and gold
+``extra_info.instance_id`` (``python -m verl_parl.data.widesearch convert``), or the released task file and gold
 folder converted on the fly. Every instance is scored in as many trials as the most answered instance has; a
 missing trial scores as an answer without a table (the official evaluator scores a missing response 0).
 
@@ -61,7 +61,7 @@ def load_rows(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         return dict(zip(ids, rows, strict=True))
     if args.tasks is None or args.gold_dir is None:
         raise ValueError("give --data ROWS.parquet, or --tasks TASKS.jsonl with --gold-dir DIR")
-    from verl_parl.tasks.widesearch.convert import make_row, read_tasks
+    from verl_parl.data.widesearch.convert import make_row, read_tasks
 
     tasks, problems = read_tasks(args.tasks, args.gold_dir)
     for problem in problems:

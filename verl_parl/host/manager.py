@@ -47,6 +47,7 @@ __all__ = [
     "PluginSource",
     "collect_registries",
     "create_plugin_manager",
+    "default_task",
     "describe_plugins",
     "discover_plugins",
     "get_plugin_manager",
@@ -57,16 +58,12 @@ __all__ = [
 ]
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
-    "verl_parl.tasks.plugin",
     "verl_parl.rewards.plugin",
     "verl_parl.context.plugin",
-    "verl_parl.tasks.research.plugin",
-    "verl_parl.tasks.widechain.plugin",
-    "verl_parl.tasks.fanout.plugin",
-    "verl_parl.tasks.fanpages.plugin",
 )
-"""Our own components' plugins (each a ``plugin.py`` holding only hook implementations), registered under their
-module name before any entry point."""
+"""The framework's own components' plugins (each a ``plugin.py`` holding only hook implementations), registered under
+their module name before any entry point. Tasks are not among them: the demo's (``plugins/demo``) join through
+entry points, as a third party's do."""
 
 BLOCK_PLUGINS_ENV = "VERL_PARL_BLOCK_PLUGINS"
 TRACE_HOOKS_ENV = "VERL_PARL_TRACE_HOOKS"
@@ -78,6 +75,7 @@ _REGISTER_HOOKS: dict[str, str] = {
     "verl_parl_register_context_policies": "context_policies",
     "verl_parl_register_tasks": "tasks",
     "verl_parl_register_schedules": "schedules",
+    "verl_parl_register_assets": "assets",
 }
 """Registration hook → the :class:`Registries` field it fills."""
 
@@ -284,6 +282,14 @@ def swarm_tool_names(pm: pluggy.PluginManager, role: str) -> list[str]:
     for result in reversed(pm.hook.verl_parl_swarm_tools(role=role)):
         names.extend(name for name in result if name not in names)
     return names
+
+
+def default_task(pm: pluggy.PluginManager) -> str | None:
+    """The task plugins name for a command line that names no task and no data (``verl_parl_default_task``)."""
+    name = pm.hook.verl_parl_default_task()
+    if name is not None and not isinstance(name, str):
+        raise PluginError(f"verl_parl_default_task must return a task name or None, got {name!r}")
+    return name
 
 
 def get_plugin_manager() -> pluggy.PluginManager:

@@ -6,7 +6,7 @@ run per item of a semicolon-separated list, all in parallel, ``{item}`` in the p
 item. A model then asks for a list by copying it once instead of writing one call per item (docs/swarm.md).
 
 Parsing and argument checking are the chat layer's (:mod:`verl_parl.chat.calls`). The schemas are
-rendered into the cold-start demonstrations (:mod:`verl_parl.tasks.demos`), so they are part of
+rendered into the cold-start demonstrations (:mod:`verl_parl_demo.tasks.demos`), so they are part of
 what the shipped cold start was trained on.
 """
 

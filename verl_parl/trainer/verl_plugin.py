@@ -26,7 +26,6 @@ AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 AGENT_LOOPS = {
     "parl_swarm": "verl_parl.swarm.orchestrator.ParlSwarmAgentLoop",
     "researcher": "verl_parl.agents.researcher.ResearcherAgentLoop",
-    "longtail": "verl_parl.tasks.longtail_loop.LongTailAgentLoop",
 }
 
 
