@@ -145,11 +145,11 @@ def verl_parl_register_assets(register: Register[AssetSpec]) -> None:
 
 
 @hookspec(firstresult=True)
-def verl_parl_default_task() -> str | None:  # type: ignore[empty-body]  # spec only
+def verl_parl_default_task() -> str | None:
     """The registered task ``python -m verl_parl.main`` trains when its command line names no task
     (``embedded=...``) and no data (``data.train_files=...``).
 
-    Takes nothing; returns a task name, or None to leave the choice to another plugin.
+    Receives nothing. Returns a task name, or None to leave the choice to another plugin.
 
     Calling rule: ``firstresult``: the first non-None answer wins (the last registered plugin is asked first,
     pluggy's order). With no answer, such a command line is a config error naming the keys to set.

@@ -1,8 +1,7 @@
 """End to end: PARL learns toward a known optimum (issue 42's learning test), on verl's real trainer, CPU.
 
-The fanout task (``plugins/demo/verl_parl_demo/tasks/fanout``, docs/tasks.md) has N = 4-5 independent words of k = 3
-dependent
-hops each under a critical-steps budget B = 10: the swarm plan (one subagent a word, all in the first turn) takes
+The fanout task (``plugins/demo/verl_parl_demo/tasks/fanout``, docs/tasks.md) has N = 4-5 independent words of
+k = 3 dependent hops each under a critical-steps budget B = 10: the swarm plan (one subagent a word, all in the first turn) takes
 6 critical steps and answers every word, the serial plan is cut after two words (item-F1 at most 4/(N + 2)). The
 shipped cold start demonstrates both plans (30% parallel): greedily it plans serially in three held-out tasks of
 four (~9.8 critical steps), sampled at the task's temperature 0.4 in parallel in about one task of three, and

@@ -1,8 +1,7 @@
 """End to end: PARL learns toward the default task's known optimum, on verl's real trainer, CPU.
 
-The fanpages task (``plugins/demo/verl_parl_demo/tasks/fanpages``, docs/tasks.md) has N = 4-5 independent words of k =
-3 dependent
-lookups each, every lookup a long index page; every agent's context C = 896 holds one page, not two, and the budget
+The fanpages task (``plugins/demo/verl_parl_demo/tasks/fanpages``, docs/tasks.md) has N = 4-5 independent words
+of k = 3 dependent lookups each, every lookup a long index page; every agent's context C = 896 holds one page, not two, and the budget
 B = 10 cuts serial plans: only the swarm (one subagent a word, all in the first turn: 6 critical steps) answers every
 word. The shipped cold start demonstrates both plans (40% parallel). So a few GRPO steps must move the greedy policy
 on held-out tasks (before training and after) to the swarm plan: fewer critical steps, higher item-F1, subagents'

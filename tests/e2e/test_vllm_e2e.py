@@ -87,7 +87,7 @@ def frozen_model() -> Path:
     from omegaconf import OmegaConf
     from verl_parl_demo.modelbuild.coldstart import build_coldstart_model, default_spec
 
-    from verl_parl import configs
+    from verl_parl_demo import configs
     from verl_parl.cli.config import resolved_cache_dir
 
     embedded = OmegaConf.load(Path(configs.__file__).parent / "embedded" / "fanout.yaml").parl.embedded

@@ -1,5 +1,6 @@
 """The examples under ``examples/`` keep working: the plugin distribution's own tests pass, and every value of
-the GPU recipes has its comment (``tests/unit/test_gpu_configs.py`` composes and validates them)."""
+the GPU recipes (``tests/unit/test_gpu_configs.py`` composes and validates them) and of the example task's YAML has
+its comment."""
 
 from __future__ import annotations
 
@@ -33,15 +34,18 @@ def test_the_plugin_distribution_passes_its_own_tests(tmp_path: Path) -> None:
         command, cwd=PLUGIN_DIST, env=environ, capture_output=True, text=True, timeout=600, check=False
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "5 passed" in result.stdout, result.stdout[-2000:]  # nothing skipped: discovery was tested too
+    assert "14 passed" in result.stdout, result.stdout[-2000:]  # nothing skipped: discovery was tested too
 
 
 GPU_RECIPES = sorted(path.stem for path in (REPO / "examples" / "gpu" / "recipe").glob("*.yaml"))
+EXAMPLE_TASK_YAMLS = sorted(
+    path.name for path in (PLUGIN_DIST / "verl_parl_example" / "configs" / "embedded").glob("*.yaml")
+)
 
 
-@pytest.mark.parametrize("recipe", GPU_RECIPES)
-def test_every_gpu_recipe_value_has_a_comment(recipe: str) -> None:
-    lines = (REPO / "examples" / "gpu" / "recipe" / f"{recipe}.yaml").read_text().splitlines()
+def uncommented_values(path: Path) -> list[str]:
+    """The lines of ``path`` that set a value (not a section or a list item) without a comment right above."""
+    lines = path.read_text().splitlines()
     code = [(i, line) for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
     bare = []
     for i, line in code:
@@ -50,4 +54,16 @@ def test_every_gpu_recipe_value_has_a_comment(recipe: str) -> None:
             above = next(lines[j] for j in range(i - 1, -1, -1) if lines[j].strip())
             if not above.lstrip().startswith("#"):
                 bare.append(line.strip())
+    return bare
+
+
+@pytest.mark.parametrize("recipe", GPU_RECIPES)
+def test_every_gpu_recipe_value_has_a_comment(recipe: str) -> None:
+    bare = uncommented_values(REPO / "examples" / "gpu" / "recipe" / f"{recipe}.yaml")
     assert not bare, f"{recipe}: comment these values: {bare}"
+
+
+@pytest.mark.parametrize("name", EXAMPLE_TASK_YAMLS)
+def test_every_value_of_the_example_tasks_yaml_has_a_comment(name: str) -> None:
+    bare = uncommented_values(PLUGIN_DIST / "verl_parl_example" / "configs" / "embedded" / name)
+    assert not bare, f"{name}: comment these values: {bare}"

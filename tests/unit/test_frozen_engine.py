@@ -389,7 +389,11 @@ def test_cpu_profile_declares_a_logical_gpu_per_frozen_engine_replica(
     serving = SubagentServing(mode="dedicated", engine=engine, instances=2)
     parl = ParlConfig(output_dir="run", profile=profile, swarm=SwarmSettings(subagent=serving))
     cfg = OmegaConf.create(
-        {"trainer": {"n_gpus_per_node": 1, "nnodes": 1}, "ray_kwargs": {"ray_init": {"num_gpus": declared}}}
+        {
+            "trainer": {"n_gpus_per_node": 1, "nnodes": 1},
+            "ray_kwargs": {"ray_init": {"num_gpus": declared}},
+            "actor_rollout_ref": {"rollout": {"agent": {"default_agent_loop": "parl_swarm"}}},  # the base's
+        }
     )
     declare_logical_gpus(cfg, parl)
     assert cfg.ray_kwargs.ray_init.num_gpus == expected

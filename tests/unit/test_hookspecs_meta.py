@@ -13,7 +13,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_parl import hookspecs
-from verl_parl.host.manager import collect_registries, create_plugin_manager, swarm_tool_names, validate_config
+from verl_parl.host.manager import (
+    collect_registries,
+    create_plugin_manager,
+    default_task,
+    swarm_tool_names,
+    validate_config,
+)
 from verl_parl.plugin import hookimpl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +39,8 @@ def format_signature(fn: Callable[..., Any]) -> str:
 
 def test_the_hook_set_is_the_documented_one() -> None:
     assert sorted(HOOKSPECS) == [
+        "verl_parl_default_task",
+        "verl_parl_register_assets",
         "verl_parl_register_context_policies",
         "verl_parl_register_rewards",
         "verl_parl_register_schedules",
@@ -78,9 +86,9 @@ def recording_plugin(called: list[str]) -> types.ModuleType:
     plugin = types.ModuleType("every_hook_plugin")
     for name, spec in HOOKSPECS.items():
 
-        def impl(*args: object, _name: str = name) -> list[str]:
+        def impl(*args: object, _name: str = name) -> list[str] | None:
             called.append(_name)
-            return []
+            return None if _name == "verl_parl_default_task" else []
 
         impl.__signature__ = inspect.signature(spec)  # type: ignore[attr-defined]
         setattr(plugin, name, hookimpl(impl))
@@ -92,12 +100,14 @@ SWARM_RUNTIME_HOOKS = {"verl_parl_subagent_start", "verl_parl_subagent_finish"}
 
 
 def test_every_hook_is_called_by_the_host() -> None:
-    """``collect_registries``, ``validate_config`` and ``swarm_tool_names`` call every other hook."""
+    """``collect_registries``, ``validate_config``, ``swarm_tool_names`` and ``default_task`` call every other
+    hook."""
     called: list[str] = []
     pm = create_plugin_manager(load_entry_points=False, extra_plugins=[recording_plugin(called)])
 
     collect_registries(pm)
     validate_config(pm, OmegaConf.create({}))
     swarm_tool_names(pm, "subagent")
+    assert default_task(pm) is None
 
     assert sorted(called) == sorted(set(HOOKSPECS) - SWARM_RUNTIME_HOOKS)

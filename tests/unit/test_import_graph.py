@@ -59,10 +59,12 @@ def test_the_distributions_are_found() -> None:
     assert [d.package for d in DISTRIBUTIONS] == [
         "verl_parl",
         "verl_parl_browser",
+        "verl_parl_demo",
         "verl_parl_sandbox",
         "verl_parl_search",
     ]
     assert PACKAGES["verl_parl_browser"].requires >= {"verl-parl", "verl-parl-search"}
+    assert PACKAGES["verl_parl_demo"].requires >= {"verl-parl"}
 
 
 @contextlib.contextmanager
@@ -178,13 +180,14 @@ AGENT_LAYERS = ["verl_parl.swarm", "verl_parl.agents", "verl_parl.context", "ver
 # distributions stand above the core, so a core module that imports a plugin runs up a floor; the root's modules
 # are checked by ``test_root_holds_only_shims_and_the_plugin_api``.
 FOLDER_LAYERS = [
+    ["verl_parl_demo"],  # the demo's tasks, tiny models and cold starts drive the whole core (the CLI's evaluation)
     ["verl_parl_browser"],  # its local backend reads the search plugin's index (declared in its pyproject)
     ["verl_parl_search", "verl_parl_sandbox"],
     ["verl_parl.testing"],  # the contract kit for plugin authors drives real agent loops and servers
     ["verl_parl.cli"],
-    ["verl_parl_demo.modelbuild", "verl_parl.cluster"],  # the driver's helpers: the tiny model; a run across nodes
+    ["verl_parl.cluster"],  # a run across nodes
     ["verl_parl.trainer"],
-    ["verl_parl_demo.tasks"],
+    ["verl_parl.data"],  # converters of released datasets (WideSearch) into verl rows
     ["verl_parl.rewards"],  # an LLM judge can run on the swarm's frozen group
     ["verl_parl.swarm"],
     ["verl_parl.agents"],
@@ -203,7 +206,6 @@ ROOT_MODULES = {
     "verl_parl.plots",
     "verl_parl.score",
     "verl_parl.plugins",
-    "verl_parl.research",
 }
 
 
@@ -313,6 +315,21 @@ def test_distributions_import_only_what_they_declare() -> None:
     assert not undeclared, "undeclared imports across distributions:\n" + "\n".join(undeclared)
     both_ways = sorted((a, b) for a, b in arrows if a < b and (b, a) in arrows)
     assert not both_ways, f"distributions importing each other: {both_ways}"
+
+
+def test_the_core_imports_nothing_of_the_demo() -> None:
+    """No module of verl-parl imports the demo distribution (``plugins/demo``), not even inside a function or for a
+    type: the core reaches the demo's tasks and models only through the hooks, as it reaches a third party's."""
+    edges = _edges()
+    assert any(_package(m) == "verl_parl_demo" for m in edges)  # the graph does see the demo
+    into_demo = [
+        f"{a} imports {b}"
+        for a, targets in edges.items()
+        if _package(a) == CORE
+        for b in targets
+        if b.startswith("verl_parl_demo")
+    ]
+    assert not into_demo, "the core imports the demo:\n" + "\n".join(into_demo)
 
 
 def test_root_holds_only_shims_and_the_plugin_api() -> None:

@@ -131,6 +131,7 @@ def test_registries_group_independent_registries() -> None:
         ("context_policies", "context policy"),
         ("tasks", "task"),
         ("schedules", "schedule"),
+        ("assets", "asset"),
     ]
     first.tools.add(ToolSpec(name="echo", factory=make_echo), plugin="p")
     assert "echo" not in second.tools  # no registry is shared between instances

@@ -34,7 +34,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real command, run once: ``python -m verl_parl_demo.research generate ... [--index]``."""
     out = tmp_path_factory.mktemp("suite")
     index = ["--index"] if importlib.util.find_spec("verl_parl_search") else []
-    command = [sys.executable, "-m", "verl_parl.research", "generate", "--out", str(out), *_flags(SMALL), *index]
+    command = [sys.executable, "-m", "verl_parl_demo.research", "generate", "--out", str(out), *_flags(SMALL), *index]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["reused"] is False and "pages" in result.stderr  # progress bars on stderr
@@ -301,8 +301,9 @@ def test_research_scorer_reports_a_row_without_task_kind() -> None:
 def test_research_scorer_is_registered() -> None:
     from verl_parl.host.manager import collect_registries, create_plugin_manager
 
-    registries = collect_registries(create_plugin_manager(load_entry_points=False))
+    registries = collect_registries(create_plugin_manager())  # the demo's research plugin is an entry point
     assert registries.scorers.get("research").factory() is research_scorer
+    assert registries.scorers.get("research").plugin == "research"
 
 
 # --- CLI, manifest, caching ------------------------------------------------------------------------

@@ -1,6 +1,5 @@
-"""A task's settings live in its YAML (``plugins/demo/verl_parl_demo/configs/embedded/<task>.yaml``): an edit there is
-what the run and its loops
-use, and a ``parl.embedded.task`` that names another task than the composed YAML's is a config error."""
+"""A task's settings live in its YAML (``plugins/demo/verl_parl_demo/configs/embedded/<task>.yaml``): an edit there
+is what the run and its loops use, and a ``parl.embedded.task`` that names another task than the composed YAML's is a config error."""
 
 from __future__ import annotations
 
@@ -19,9 +18,9 @@ from verl_parl.settings.errors import ConfigError
 
 
 def _configs_with_budget(tmp_path: Path, budget: int) -> Path:
-    """A copy of the package's configs whose fanout YAML sets ``budget``, as a user editing it would."""
+    """A copy of the demo's configs whose fanout YAML sets ``budget``, as a user editing it would."""
     folder = tmp_path / "configs"
-    shutil.copytree(Path(str(resources.files("verl_parl.configs"))), folder)
+    shutil.copytree(Path(str(resources.files("verl_parl_demo.configs"))), folder)
     fanout = folder / "embedded" / "fanout.yaml"
     text = fanout.read_text()
     assert "  critical_steps_budget: 10\n" in text
@@ -31,7 +30,7 @@ def _configs_with_budget(tmp_path: Path, budget: int) -> Path:
 
 PREPARE = """
 import json, sys
-from hydra import compose, initialize_config_dir
+from hydra import compose, initialize_config_module
 from omegaconf import open_dict
 from verl_parl.agents.settings import researcher_settings
 from verl_parl.cli import assets, launch
@@ -39,12 +38,15 @@ from verl_parl.swarm.settings import swarm_settings
 
 folder, run_dir, *overrides = sys.argv[1:]
 assets.register_resolver()
-with initialize_config_dir(config_dir=folder, version_base=None):
+from verl_parl.cli import main
+main.task_config_dirs = lambda: []  # the installed demo's folder stays off the path: the edited copy is the YAML
+searchpath = f"hydra.searchpath=[pkg://verl.trainer.config,file://{folder}]"
+with initialize_config_module(config_module="verl_parl.configs", version_base=None):
     with assets.building(False):
-        cfg = compose(config_name="parl_trainer", overrides=overrides)
+        cfg = compose(config_name="parl_trainer", overrides=[searchpath, *overrides])
     with open_dict(cfg):
         cfg.parl.output_dir = run_dir
-    parl = launch.prepare(cfg, overrides=overrides, embedded="fanout")
+    parl = launch.prepare(cfg, overrides=[searchpath, *overrides], embedded="fanout")
 print(json.dumps({
     "resolved": cfg.parl.critical_steps_budget,
     "parsed": parl.critical_steps_budget,
@@ -56,7 +58,8 @@ print(json.dumps({
 
 def _prepare(folder: Path, overrides: list[str], run_dir: Path) -> dict[str, int]:
     """The driver's config step (``launch.prepare``, in a process of its own as in a run: the CPU platform is chosen
-    before verl is imported) on the config composed from ``folder``: the budget where each part sees it."""
+    before verl is imported) on the config composed with the task YAML of ``folder``: the budget where each part sees
+    it."""
     env = {**os.environ, "VERL_PLATFORM": "cpu", "HF_HUB_OFFLINE": "1"}
     args = [sys.executable, "-c", PREPARE, str(folder), str(run_dir), *overrides]
     done = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=300)
@@ -95,7 +98,7 @@ def test_task_values_come_from_the_task_yaml_over_the_base() -> None:
     from verl_parl_demo.task_settings import task_value
 
     assert task_value("fanout", "parl.critical_steps_budget") == 10
-    assert task_value("arithmetic", "parl.critical_steps_budget") == 24  # the base YAML's, arithmetic sets none
+    assert task_value("arithmetic", "parl.critical_steps_budget") == 24  # the demo's tiny.yaml, arithmetic sets none
     assert task_value("fanout", "parl.embedded.parallel_share") == 0.3
     with pytest.raises(KeyError, match=r"parl\.nope"):
         task_value("fanout", "parl.nope")

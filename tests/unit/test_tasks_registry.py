@@ -1,5 +1,6 @@
 """Pluggable tasks: ``verl_parl_register_tasks`` fills the task registry, and everything that depends on
-the task (validation, assets, cold-start demonstrations and recipe, where its settings live) reads it."""
+the task (validation, assets, where its settings live) reads it; the demo's cold starts (demonstrations, recipe)
+are the demo's own registry (:mod:`verl_parl_demo.coldstarts`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from verl_parl_demo import coldstarts
 from verl_parl_demo.modelbuild.coldstart import default_spec
 from verl_parl_demo.modelbuild.tiny import MARKER_NAME
 from verl_parl_demo.tasks.demos import DEMO_SOURCES, make_demos
@@ -23,8 +25,8 @@ from verl_parl.testing import write_plugin_distribution
 
 MODULE_PREFIX = "vp_test_task_"
 
-# A third-party task: its demonstrations reuse the arithmetic ones (a "module:function" target), its
-# dataset writer writes two empty files, and it needs a module nobody has installed.
+# A third-party task: its dataset writer writes two small files, and a second task needs a module nobody has
+# installed.
 SPELLING_PLUGIN = """
 from verl_parl.plugin import hookimpl
 from verl_parl.registry import TaskSpec
@@ -46,8 +48,6 @@ def verl_parl_register_tasks(register):
             factory=write,
             scorer="number_match",
             agent_loops=("tool_agent",),
-            demos={"agent": "verl_parl_demo.tasks.demos:arithmetic_agent"},
-            coldstart={"steps": 7},
             config_dir="file:///opt/spelling/configs",  # its embedded/spelling.yaml: embedded=spelling
         )
     )
@@ -75,18 +75,29 @@ def spelling_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 def test_built_in_tasks_are_registered_through_the_hook() -> None:
     tasks = plugins.get_registries().tasks
     assert {"arithmetic", "research", "spelling"} <= set(tasks.names())
-    assert tasks["arithmetic"].plugin == "verl_parl_demo.tasks.plugin"
-    assert tasks["research"].plugin == "verl_parl_demo.tasks.research.plugin"
+    assert tasks["arithmetic"].plugin == "arithmetic"  # the demo distribution's entry points
+    assert tasks["research"].plugin == "research"
+    assert tasks["fanpages"].config_dir == "pkg://verl_parl_demo.configs"
     assert tasks["research"].scorer == "research" and tasks["research"].tools == ("search",)
     assert tasks["spelling"].plugin == "spelling"
 
 
 def test_a_plugin_task_s_settings_folder_joins_hydra_s_search_path() -> None:
-    from verl_parl.cli.main import task_config_dirs, verl_config_searchpath
+    from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
 
-    assert task_config_dirs() == ["file:///opt/spelling/configs"]  # built-in tasks' YAML ship in verl_parl.configs
-    (searchpath,) = [a for a in verl_config_searchpath(["embedded=spelling"]) if a.startswith("hydra.searchpath=")]
-    assert searchpath.endswith(",file:///opt/spelling/configs]")  # so that embedded=spelling finds its YAML
+    from hydra_plugins.verl_parl_tasks import TaskConfigSearchPath
+    from verl_parl.cli.main import task_config_dirs
+
+    assert {"pkg://verl_parl_demo.configs", "file:///opt/spelling/configs"} <= set(task_config_dirs())
+    ours, other = ConfigSearchPathImpl(), ConfigSearchPathImpl()
+    ours.append("main", "pkg://verl_parl.configs")
+    other.append("main", "pkg://someone_else.configs")
+    for search_path in (ours, other):
+        TaskConfigSearchPath().manipulate_search_path(search_path)
+    paths = [element.path for element in ours.get_path()]
+    assert "file:///opt/spelling/configs" in paths  # so that embedded=spelling finds its YAML
+    assert paths.count("pkg://verl_parl_demo.configs") == 1
+    assert [element.path for element in other.get_path()] == ["pkg://someone_else.configs"]  # another Hydra app
 
 
 def test_unknown_task_has_a_did_you_mean_hint() -> None:
@@ -100,13 +111,17 @@ def test_unknown_task_has_a_did_you_mean_hint() -> None:
 def test_a_second_task_of_the_same_name_names_both_plugins() -> None:
     from verl_parl.plugin import hookimpl
 
-    class Duplicate:
+    class Arithmetic:
         @hookimpl
         def verl_parl_register_tasks(self, register):  # type: ignore[no-untyped-def]
             register(TaskSpec(name="arithmetic", factory=dict, scorer="number_match"))
 
+    class Duplicate(Arithmetic):
+        pass
+
+    pm = create_plugin_manager(load_entry_points=False, extra_plugins=[Arithmetic(), Duplicate()])
     with pytest.raises(DuplicateNameError, match="task 'arithmetic' is registered twice"):
-        collect_registries(create_plugin_manager(load_entry_points=False, extra_plugins=[Duplicate()]))
+        collect_registries(pm)
 
 
 def test_the_task_decides_agent_loops_options_and_requirements() -> None:
@@ -133,7 +148,12 @@ def test_research_option_errors_come_from_its_plugin() -> None:
     assert any(e.startswith(hint) for e in info.value.errors)
 
 
-def test_demonstrations_and_cold_start_recipe_come_from_the_task_spec() -> None:
+def test_demonstrations_and_cold_start_recipe_come_from_the_demos_cold_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(coldstarts, "COLDSTARTS", dict(coldstarts.COLDSTARTS))
+    spelling = coldstarts.ColdStart(demos={"agent": "verl_parl_demo.tasks.demos:arithmetic_agent"}, recipe={"steps": 7})
+    coldstarts.register_coldstart("spelling", spelling)
+    with pytest.raises(ValueError, match="already has a cold start"):
+        coldstarts.register_coldstart("spelling", spelling)
     assert "spelling" in DEMO_SOURCES.tasks()
     assert DEMO_SOURCES.roles("spelling") == ["agent"]
     demo = make_demos("spelling", ["agent"], 1, seed=0)[0]
@@ -158,12 +178,13 @@ def test_the_task_writer_builds_the_embedded_assets(tmp_path: Path) -> None:
     assert train.read_text() == "4"
     assert Path(assets.resolve_asset("embedded_tools", root)).name == "tools.yaml"
     with pytest.raises(KeyError, match="the spelling task has no index"):
-        assets.resolve_asset("embedded_search_index", root)
+        assets.resolve_asset("embedded_index", root)
 
 
 def test_the_cold_start_is_found_once_per_process_while_its_build_is_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from verl_parl_demo import plugin as demo_plugin
     from verl_parl_demo.modelbuild import coldstart
 
     from verl_parl.cli import assets
@@ -178,7 +199,7 @@ def test_the_cold_start_is_found_once_per_process_while_its_build_is_there(
         return folder
 
     monkeypatch.setattr(coldstart, "build_coldstart_model", build)
-    monkeypatch.setattr(assets, "_coldstart_built", {})
+    monkeypatch.setattr(demo_plugin, "_coldstart_built", {})
     root = OmegaConf.create({"parl": {"cache_dir": str(tmp_path), "embedded": {"task": "arithmetic"}}})
     first = assets.resolve_asset("coldstart_model", root)
     assert assets.resolve_asset("coldstart_model", root) == first  # model.path named twice: built once
@@ -231,7 +252,7 @@ def test_the_research_task_without_the_search_plugin_names_the_install_command(m
     with pytest.raises(ConfigError) as info:
         EmbeddedTaskConfig(task="research")
     assert info.value.errors == [
-        "parl.embedded.task: the 'research' task (plugin 'verl_parl_demo.tasks.research.plugin') needs the module "
+        "parl.embedded.task: the 'research' task (plugin 'research') needs the module "
         "'verl_parl_search', which is not installed: pip install -e plugins/search "
         "(bash scripts/install.sh installs it)"
     ]

@@ -60,7 +60,11 @@ def test_the_config_names_a_format_our_loops_cannot_parse() -> None:
     from verl_parl.cli.config import ParlConfig, chat_format_errors
 
     cfg = OmegaConf.create(
-        {"actor_rollout_ref": {"rollout": {"multi_turn": {"format": "glm"}, "agent": {"default_agent_loop": "x"}}}}
+        {
+            "actor_rollout_ref": {
+                "rollout": {"multi_turn": {"format": "glm"}, "agent": {"default_agent_loop": "researcher"}}
+            }
+        }
     )
     (error,) = chat_format_errors(cfg, ParlConfig(output_dir="run"))
     assert error.startswith("actor_rollout_ref.rollout.multi_turn.format: 'glm' is one of verl's tool_agent formats")

@@ -79,21 +79,36 @@ class ServerBackend:
         return list(output.token_ids)
 
 
-def compose_config(model: str, overrides: Sequence[str]) -> Any:
-    """The trainer config (CPU profile) with ``model`` as the policy and the user's overrides."""
+def compose_config(model: str, overrides: Sequence[str], data: Path | None = None) -> Any:
+    """The trainer config (CPU profile) with ``model`` as the policy and the user's overrides. When they select no
+    task (``embedded=...``), the task whose rows ``data`` holds (``TaskSpec.data_sources``) is selected, so that
+    its settings (budget, contexts, tools) are the ones the rows were made for."""
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
     from verl_parl.cli.assets import register_resolver
 
     register_resolver()
+    task = [] if any(o.lstrip("+~").startswith("embedded") for o in overrides) else data_task(data)
     with initialize_config_module(config_module="verl_parl.configs", version_base=None):
         cfg = compose(
             config_name="parl_trainer",
-            overrides=["profile=cpu", f"actor_rollout_ref.model.path={model}", *overrides],
+            overrides=["profile=cpu", f"actor_rollout_ref.model.path={model}", *task, *overrides],
         )
     OmegaConf.resolve(cfg)
     return cfg
+
+
+def data_task(data: Path | None) -> list[str]:
+    """``["embedded=<task>"]`` for the registered task whose ``data_sources`` hold the first row's, else []."""
+    if data is None or not Path(data).exists():
+        return []
+    from verl_parl.host.manager import get_registries
+
+    rows = load_rows(Path(data), 1)
+    source = str(rows[0].get("data_source", "")) if rows else ""
+    task = next((spec.name for spec in get_registries().tasks if source in spec.data_sources), None)
+    return [] if task is None else [f"embedded={task}"]
 
 
 def load_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
@@ -103,11 +118,23 @@ def load_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
     return rows[:limit] if limit else rows
 
 
+def system_prompt_for(data_source: str, agent_loop: str) -> str | None:
+    """The system prompt for ``agent_loop`` of the registered task whose rows carry ``data_source``
+    (``TaskSpec.data_sources`` and ``system_prompts``), else of the converted dataset of that source
+    (:func:`verl_parl.data.converted_prompts`); None for an unknown source or loop: one dataset can so be
+    evaluated in every mode."""
+    from verl_parl.data import converted_prompts
+    from verl_parl.host.manager import get_registries
+
+    task = next((spec for spec in get_registries().tasks if data_source in spec.data_sources), None)
+    if task is not None:
+        return task.system_prompt(agent_loop)
+    return converted_prompts().get(data_source, {}).get(agent_loop)
+
+
 def prompt_for(row: dict[str, Any], mode: str) -> list[dict[str, Any]]:
     """The row's chat prompt, with its task's system prompt for ``mode`` when the task has one
     (``TaskSpec.system_prompts``)."""
-    from verl_parl_demo.tasks import system_prompt_for
-
     messages = [dict(m) for m in row["prompt"]]
     system = system_prompt_for(str(row.get("data_source", "")), mode)
     if system is not None and messages and messages[0].get("role") == "system":
@@ -280,7 +307,7 @@ def build_evaluator(cfg: Any, model: str, policy: Any, frozen: Any, scorer: str 
 
 
 async def evaluate(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
-    cfg = compose_config(args.model, overrides)
+    cfg = compose_config(args.model, overrides, args.data)
     policy, frozen = start_servers(cfg, args.model, args.subagent_model)
     sampling = {**GREEDY, "temperature": args.temperature}
     evaluator = build_evaluator(

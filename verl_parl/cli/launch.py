@@ -11,12 +11,13 @@ import secrets
 import shutil
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_parl.cli import console, failures
+from verl_parl.cli import console, failures, sources
 from verl_parl.cli.config import ConfigError, ParlConfig, check_override_types, parse_settings, validate
 from verl_parl.cli.gpus import declare_logical_gpus
 from verl_parl.settings.handoff import hand_over, without_handover
@@ -93,7 +94,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str], embedded: str | None = Non
     except Exception as exc:
         raise ConfigError([*errors, f"config resolution: {type(exc).__name__}: {exc}"]) from exc
     with assets.building(False):  # the base config's defaults are compared, never built
-        errors.extend(check_override_types(cfg, _base_config(cfg), overrides))
+        errors.extend(check_override_types(cfg, _base_config(cfg, embedded, overrides), overrides))
     errors.extend(resume.resume_errors(cfg))
     explicit_critic(cfg)
     plugin_errors = _plugin_errors(pm, cfg)
@@ -183,11 +184,14 @@ def explicit_critic(cfg: DictConfig) -> None:
         critic.enable = estimator == AdvantageEstimator.GAE
 
 
-def _base_config(cfg: DictConfig) -> DictConfig:
-    """The composed config without user overrides except the profile (for type checks)."""
+def _base_config(cfg: DictConfig, embedded: str | None, overrides: Iterable[str]) -> DictConfig:
+    """The composed config without user overrides except the profile, the task and the search path (for type
+    checks: a key the base leaves null, a task may give a value)."""
     from hydra import compose
 
-    return compose(config_name="parl_trainer", overrides=[f"profile={cfg.parl.profile}"])
+    kept = [o for o in overrides if o.lstrip("+").startswith("hydra.searchpath")]
+    task = [] if embedded is None else [f"embedded={embedded}"]
+    return compose(config_name="parl_trainer", overrides=[*kept, f"profile={cfg.parl.profile}", *task])
 
 
 def usable_cores() -> int:
@@ -353,7 +357,8 @@ def joined(cfg: DictConfig, parl: ParlConfig, plan: Any, record: dict[str, Any],
 
 def prepare_run_folder(cfg: DictConfig, run_dir: Path) -> int | None:
     """When verl will resume from a checkpoint at step S (``trainer.resume_mode``), keep the run folder's
-    records of steps <= S and skip the validation before training (:mod:`verl_parl.trainer.resume`); returns S."""
+    records of steps <= S and skip the validation before training (:mod:`verl_parl.trainer.resume`); returns S.
+    Then record where each value of the config came from (``config_sources.yaml``: :mod:`verl_parl.cli.sources`)."""
     step = resume.prepare_resume(cfg, run_dir, VERL_METRICS_FILE)
     if step is not None:
         print(
@@ -362,6 +367,7 @@ def prepare_run_folder(cfg: DictConfig, run_dir: Path) -> int | None:
             file=sys.stderr,
             flush=True,
         )
+    sources.record_run_sources(without_handover(cfg), run_dir, write_atomic)
     return step
 
 

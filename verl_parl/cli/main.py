@@ -4,8 +4,8 @@ The order matters and is the point of this module:
 
 1. make the task explicit (the plugins' default task when the command line names no task and no data; a task and
    data of one's own together are an error), pick the hardware profile (cpu when no GPU is visible) and set
-   ``VERL_PLATFORM`` before verl is
-   imported anywhere, so verl's plugin hook activates the CPU backend in every process;
+   ``VERL_PLATFORM`` before verl is imported anywhere, so verl's plugin hook activates the CPU backend in every
+   process;
 2. compose verl's ``ppo_trainer`` config with ours (Hydra), resolve it (building cached assets);
 3. load verl-parl's plugins and validate everything, reporting all errors at once;
 4. only then start a private Ray cluster on loopback (or join the one ``ray_kwargs.ray_init.address`` or
@@ -17,7 +17,13 @@ The order matters and is the point of this module:
 
 While training, the console shows one line per step; everything else (Ray, verl and the workers) goes
 to the run folder's ``console.log``. The results (the summary table) are printed on stdout, progress
-and logs on stderr.
+and logs on stderr. The run folder's ``config_sources.yaml`` records where each value came from (verl, base, the
+task, the profile, the command line: :mod:`verl_parl.cli.sources`).
+
+``python -m verl_parl.main --dry-run [overrides...]`` does steps 1-3 only (:mod:`verl_parl.cli.dryrun`): it prints the
+resolved config with each value's source on stdout (``key: value  # source``) and exits 0, or reports every config
+error and exits 2; it builds no asset (a ``${parl_asset:NAME}`` value is shown as
+``<built on first use: parl_asset NAME>``), starts neither Ray nor the trainer, and leaves no run folder.
 """
 
 from __future__ import annotations
@@ -34,6 +40,14 @@ from verl_parl.settings.errors import ConfigError
 
 CONFIG_MODULE = "verl_parl.configs"
 CONFIG_NAME = "parl_trainer"
+DRY_RUN = "--dry-run"
+USAGE = """usage: python -m verl_parl.main [--dry-run] [key=value ...]
+
+Trains with verl's PPO/GRPO trainer and verl-parl's config; every key below can be overridden (key=value).
+  --dry-run   check the config as a run would and print each value with its source (verl, base, task <name>,
+              profile <cpu|gpu>, command line) on stdout; nothing is built or started, no run folder is written;
+              exit 0 when valid, 2 with every config error
+"""
 
 
 def gpu_visible() -> bool:
@@ -57,14 +71,14 @@ def verl_config_searchpath(argv: list[str]) -> list[str]:
     if spec is None or not spec.submodule_search_locations:
         return argv  # Hydra names the missing package
     folder = Path(spec.submodule_search_locations[0]) / "trainer" / "config"
-    paths = [f"file://{folder}", *task_config_dirs()]
-    return [*argv, f"hydra.searchpath=[{','.join(paths)}]"]
+    return [*argv, f"hydra.searchpath=[file://{folder}]"]
 
 
 def task_config_dirs() -> list[str]:
-    """The Hydra search paths of the registered tasks' own settings (``TaskSpec.config_dir``), so that
-    ``embedded=<task>`` selects a plugin's task as it selects a built-in one. A broken plugin is left for the
-    driver's plugin check to report."""
+    """The Hydra search paths of the registered tasks' own settings (``TaskSpec.config_dir``), which Hydra's
+    search-path plugin of verl-parl (``hydra_plugins/verl_parl_tasks``) appends whenever verl-parl's config is
+    composed, so that ``embedded=<task>`` selects a plugin's task. A broken plugin is left for the driver's plugin
+    check to report."""
     from verl_parl.host.manager import get_registries
     from verl_parl.registry import PluginError
 
@@ -94,12 +108,17 @@ def select_task(argv: list[str]) -> list[str]:
     (``data.train_files``/``val_files``: the user's own, with the base's task-free values).
 
     Raises:
-        ConfigError: a task and data of one's own are both given (the task would bring its data, model and
-            settings beside the user's), or neither is and no plugin names a default task.
+        ConfigError: a plugin does not load (before Hydra looks for the tasks' YAML), a task and data of one's own
+            are both given (the task would bring its data, model and settings beside the user's), or neither is
+            and no plugin names a default task.
     """
     from verl_parl.host.manager import default_task, get_plugin_manager
     from verl_parl.registry import PluginError
 
+    try:
+        pm = get_plugin_manager()
+    except PluginError as exc:
+        raise ConfigError([f"plugins: {exc}"]) from exc
     task = _override_value(argv, "embedded")
     if any(arg.startswith("~embedded") for arg in argv) or task in ("null", ""):
         task = None
@@ -116,9 +135,9 @@ def select_task(argv: list[str]) -> list[str]:
     if named or data:
         return argv
     try:
-        default = default_task(get_plugin_manager())
-    except PluginError:
-        return argv  # the driver's plugin check names the broken plugin
+        default = default_task(pm)
+    except PluginError as exc:
+        raise ConfigError([f"plugins: {exc}"]) from exc
     if default is None:
         raise ConfigError(
             [
@@ -168,6 +187,12 @@ def transfer_queue_threads(default: int = 8) -> int:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``verl-parl`` and ``python -m verl_parl.main``)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if DRY_RUN in args:
+        from verl_parl.cli import dryrun
+
+        raise SystemExit(dryrun.main([arg for arg in args if arg != DRY_RUN]))
+    if "--help" in args or "-h" in args:  # Hydra's help follows: the config and its groups
+        print(USAGE, flush=True)
     try:
         args = select_task(args)
     except ConfigError as exc:

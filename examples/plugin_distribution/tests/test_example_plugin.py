@@ -1,4 +1,5 @@
-"""The example plugin's own CI: verl-parl's contract kit on each component, and discovery by the host.
+"""The example plugin's own CI: verl-parl's contract kit on each component, and discovery by the host (the task's
+writer and YAML: ``test_word_sum.py``).
 
 Run with ``python -m pytest examples/plugin_distribution/tests`` after
 ``pip install -e examples/plugin_distribution``. verl-parl's CI runs them through
@@ -7,6 +8,7 @@ Run with ``python -m pytest examples/plugin_distribution/tests`` after
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 
 import pytest
@@ -45,7 +47,7 @@ def test_drop_oldest_keeps_the_context_policy_contract() -> None:
     assert check_context_policy(DropOldest(keep=5), rounds=4) is None  # nothing to do yet
 
 
-def test_the_installed_distribution_registers_all_three() -> None:
+def test_the_installed_distribution_registers_its_components_and_its_task() -> None:
     try:
         dist = importlib.metadata.distribution("verl-parl-example")
     except importlib.metadata.PackageNotFoundError:
@@ -55,3 +57,11 @@ def test_the_installed_distribution_registers_all_three() -> None:
     assert registries.tools["word_count"].plugin == "example"
     assert registries.scorers["count_match"].plugin == "example"
     assert registries.context_policies["drop_oldest"].plugin == "example"
+    task = registries.tasks["word_sum"]
+    assert (task.plugin, task.scorer, task.tools) == ("example", "count_match", ("word_count",))
+    assert task.config_dir == "pkg://verl_parl_example.configs"
+    word_sum = importlib.import_module("verl_parl_example.word_sum")
+    assert task.data_sources == (word_sum.DATA_SOURCE,)
+    assert task.agent_loops == tuple(word_sum.SYSTEM_PROMPTS)
+    assert task.system_prompt("researcher") == word_sum.SYSTEM_PROMPTS["researcher"]
+    assert task.check_options is not None and task.check_options({"options": {"passages": 9}})  # the task's check

@@ -1,10 +1,9 @@
-"""A built-in task's own settings, read from its YAML (``configs/embedded/<task>.yaml``), where they are written once.
+"""A demo task's own settings, read from its YAML (``configs/embedded/<task>.yaml``), where they are written once.
 
 A run composes that file over ``configs/parl_trainer.yaml`` (``embedded=<task>``), so a value written there is
 the run's value unless the command line overrides it. Code that needs a task's value outside a run (a cold start's
 demonstrations of the budget, ``python -m verl_parl_demo.modelbuild coldstart``'s share of parallel plans) reads it
-here,
-from the same file, the base YAML filling in what the task's file leaves unset::
+here, from the same file, the base YAML filling in what the task's file leaves unset::
 
     task_settings("fanout").critical_steps_budget   # 10, from configs/embedded/fanout.yaml
 """
@@ -24,23 +23,34 @@ _MISSING = object()
 
 
 def has_task_yaml(task: str) -> bool:
-    """Whether ``configs/embedded/<task>.yaml`` ships with the package."""
-    return resources.files("verl_parl.configs").joinpath("embedded", f"{task}.yaml").is_file()
+    """Whether ``configs/embedded/<task>.yaml`` ships with the demo."""
+    return resources.files("verl_parl_demo.configs").joinpath("embedded", f"{task}.yaml").is_file()
+
+
+def _yaml(text: str) -> DictConfig:
+    config = OmegaConf.create(text)
+    assert isinstance(config, DictConfig)
+    return config
 
 
 @functools.cache
 def task_yaml(task: str) -> DictConfig:
-    """``configs/parl_trainer.yaml``'s values with ``configs/embedded/<task>.yaml`` over them (unresolved).
+    """verl-parl's base values (``configs/parl_trainer.yaml``) with the task's YAML over them, as ``embedded=<task>``
+    composes them: the files its ``defaults`` list names (``/demo/tiny``), then its own values (unresolved).
 
-    Raises KeyError naming the folder when the task ships no YAML."""
-    folder = resources.files("verl_parl.configs")
+    Raises KeyError naming the file when the task ships no YAML."""
     if not has_task_yaml(task):
         raise KeyError(f"the {task!r} task has no configs/embedded/{task}.yaml")
-    base = OmegaConf.create(folder.joinpath("parl_trainer.yaml").read_text())
+    demo = resources.files("verl_parl_demo.configs")
+    base = _yaml(resources.files("verl_parl.configs").joinpath("parl_trainer.yaml").read_text())
     base.pop("defaults", None)
     base.pop("hydra", None)
-    own = OmegaConf.create(folder.joinpath("embedded", f"{task}.yaml").read_text())
-    merged = OmegaConf.merge(base, own)
+    own = _yaml(demo.joinpath("embedded", f"{task}.yaml").read_text())
+    layers = [base]
+    for entry in own.pop("defaults", []):
+        if entry != "_self_":
+            layers.append(_yaml(demo.joinpath(f"{str(entry).lstrip('/')}.yaml").read_text()))
+    merged = OmegaConf.merge(*layers, own)
     assert isinstance(merged, DictConfig)
     return merged
 

@@ -55,6 +55,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from verl_parl_demo.modelbuild import shipped as shipped_mod
+from verl_parl_demo.modelbuild import tiny
 from verl_parl_demo.modelbuild.lm import collate, lr_at
 from verl_parl_demo.modelbuild.samples import (
     PageWorld,
@@ -71,13 +72,7 @@ from verl_parl_demo.modelbuild.samples import (
     qa_sample,
     walk_sample,
 )
-from verl_parl_demo.modelbuild.tiny import (
-    MARKER_NAME,
-    TinyModelSpec,
-    build_tiny_model,
-    default_cache_dir,
-    is_complete_build,
-)
+from verl_parl_demo.modelbuild.tiny import TinyModelSpec
 
 __all__ = [
     "DEEP_READER_MODEL",
@@ -496,9 +491,9 @@ def build_pretrained_model(
     folder, its marker (written last) holding the gates and timings.
     """
     spec = spec or PretrainSpec()
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache_dir = Path(cache_dir) if cache_dir is not None else tiny.default_cache_dir()
     final = cache_dir / spec.folder_name
-    if is_complete_build(final):
+    if tiny.is_complete_build(final):
         return final
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=cache_dir))
@@ -513,7 +508,7 @@ def build_pretrained_model(
                 # the first stage comes shipped unless its recipe changed: rebuilding is for this stage
                 start = build_pretrained_model(spec.grow_from, cache_dir, progress=progress)
             else:
-                start = build_tiny_model(spec.base, cache_dir, progress=progress)
+                start = tiny.build_tiny_model(spec.base, cache_dir, progress=progress)
             _train_into(tmp, start, spec, progress=progress)
         return shipped_mod.publish(tmp, final)
     finally:
@@ -601,5 +596,5 @@ def _train_into(folder: Path, base: Path, spec: PretrainSpec, *, progress: bool)
         "train_seconds": round(trained, 1),
         "build_seconds": round(time.perf_counter() - start, 1),
     }
-    (folder / MARKER_NAME).write_text(json.dumps(info, indent=2) + "\n")
+    (folder / tiny.MARKER_NAME).write_text(json.dumps(info, indent=2) + "\n")
     logger.info("pretraining: %d steps in %.0f s, gates %s", spec.steps, trained, gates)
