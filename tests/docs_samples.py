@@ -5,6 +5,7 @@ the objects the docs' own ``setup`` markers import."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import subprocess
 from collections.abc import Callable
@@ -97,12 +98,18 @@ STUBS: dict[str, tuple[str, dict[str, str]]] = {
 """The stand-ins a ``stubs`` marker names: distribution name and ``{entry point: module source}`` of a plugin."""
 
 
-def mirror_repository(folder: Path, repo: Path = REPO) -> Path:
-    """``folder`` with a link to each top-level entry of the repository that git tracks."""
+@functools.cache
+def _tracked_top_level(repo: Path) -> tuple[str, ...]:
+    """The top-level entries of the repository that git tracks."""
     listed = subprocess.run(
         ["git", "ls-files", "-z"], cwd=repo, capture_output=True, text=True, check=True, timeout=60
     ).stdout.split("\0")
-    for name in sorted({entry.split("/")[0] for entry in listed if entry}):
+    return tuple(sorted({entry.split("/")[0] for entry in listed if entry}))
+
+
+def mirror_repository(folder: Path, repo: Path = REPO) -> Path:
+    """``folder`` with a link to each top-level entry of the repository that git tracks."""
+    for name in _tracked_top_level(repo):
         if (repo / name).exists() and not (folder / name).exists():
             (folder / name).symlink_to(repo / name)
     return folder

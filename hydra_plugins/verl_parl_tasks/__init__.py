@@ -17,7 +17,7 @@ class TaskConfigSearchPath(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         if not any(element.path == PRIMARY for element in search_path.get_path()):
             return
-        from verl_parl.cli.main import task_config_dirs
+        from verl_parl.cli.selection import task_config_dirs
 
         present = {element.path for element in search_path.get_path()}
         for path in task_config_dirs():

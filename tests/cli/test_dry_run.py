@@ -167,6 +167,24 @@ def test_a_dry_run_reports_every_config_error_at_once(cache: Path) -> None:
     assert not cache.exists()
 
 
+def test_a_recipe_in_a_config_dir_is_the_command_lines(cache: Path, tmp_path: Path) -> None:
+    """``--config-dir DIR +recipe=NAME`` as in a run (examples/gpu's recipes): the recipe's values are the command
+    line's, the task's stay the task's."""
+    recipes = tmp_path / "recipes" / "recipe"
+    recipes.mkdir(parents=True)
+    (recipes / "short.yaml").write_text("# @package _global_\ntrainer:\n  total_training_steps: 5\n")
+
+    result = dry_run(["--config-dir", str(recipes.parent), "+recipe=short", "embedded=arithmetic"])
+
+    assert result.ok, result.errors
+    assert result.config.trainer.total_training_steps == 5
+    assert result.sources["trainer.total_training_steps"] == "command line"
+    assert result.sources["parl.critical_steps_budget"] == "task arithmetic (demo/tiny.yaml)"
+    missing = dry_run(["--config-dir", str(tmp_path / "nowhere"), "-m", "embedded=arithmetic"])
+    assert missing.exit_code == 2
+    assert [error.split(":", 1)[0] for error in missing.errors] == ["-m", "--config-dir"]
+
+
 # ---- the documented WideSearch training command (docs/tasks.md, "Training on it")
 
 

@@ -29,5 +29,5 @@ def test_a_search_path_on_the_command_line_is_kept(given: str) -> None:
 
 def test_a_named_profile_is_kept_and_none_means_cpu_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert choose_profile(["profile=gpu", "a=1"]) == ("gpu", ["profile=gpu", "a=1"])
-    monkeypatch.setattr("verl_parl.cli.main.gpu_visible", lambda: False)
+    monkeypatch.setattr("verl_parl.cli.selection.gpu_visible", lambda: False)
     assert choose_profile(["a=1"]) == ("cpu", ["a=1", "profile=cpu"])

@@ -1,15 +1,15 @@
 """End to end: PARL learns toward a known optimum (issue 42's learning test), on verl's real trainer, CPU.
 
-The fanout task (``plugins/demo/verl_parl_demo/tasks/fanout``, docs/tasks.md) has N = 4-5 independent words of
-k = 3 dependent hops each under a critical-steps budget B = 10: the swarm plan (one subagent a word, all in the first turn) takes
-6 critical steps and answers every word, the serial plan is cut after two words (item-F1 at most 4/(N + 2)). The
-shipped cold start demonstrates both plans (30% parallel): greedily it plans serially in three held-out tasks of
-four (~9.8 critical steps), sampled at the task's temperature 0.4 in parallel in about one task of three, and
-those episodes score higher. So a few GRPO steps must move both the policy GRPO trains (its own rollouts, step 1
-against the last two) and the greedy policy on held-out tasks (before training and after) to the swarm plan:
-fewer critical steps, more parallelism, higher item-F1. The run is the shared ``fanout_learning_run``
-(``tests/conftest.py``): 4 steps of 4 tasks x 4 samples, 16 held-out tasks (alone on 2 cores: 274 s; held-out
-item-F1 0.688 -> 0.888, critical steps 9.44 -> 6.00, parallel episodes 0.31 -> 1.00).
+The fanout task (``plugins/demo/verl_parl_demo/tasks/fanout``, docs/tasks.md) has N = 4-5 independent words of k = 3
+dependent hops each under a critical-steps budget B = 10: the swarm plan (one subagent a word, all in the first turn)
+takes 6 critical steps and answers every word, the serial plan is cut after two words (item-F1 at most 4/(N + 2)). The
+shipped cold start demonstrates both plans (30% parallel): greedily it plans serially in three held-out tasks of four
+(~9.8 critical steps), sampled at the task's temperature 0.4 in parallel in about one task of three, and those episodes
+score higher. So a few GRPO steps must move both the policy GRPO trains (its own rollouts, step 1 against the last two)
+and the greedy policy on held-out tasks (before training and after) to the swarm plan: fewer critical steps, more
+parallelism, higher item-F1. The run is the shared ``fanout_learning_run`` (``tests/conftest.py``): 4 steps of 4 tasks x
+4 samples, 16 held-out tasks (alone on 2 cores: 274 s; held-out item-F1 0.688 -> 0.888, critical steps 9.44 -> 6.00,
+parallel episodes 0.31 -> 1.00).
 
 Step 1 is the cold start's own sampled rollouts, and two runs of one seed sample them differently (the rollout
 server's batches differ): in six runs step 1 scored r_perf 0.74-0.86 at 7.6-9.8 critical steps and

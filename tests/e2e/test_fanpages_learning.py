@@ -1,12 +1,12 @@
 """End to end: PARL learns toward the default task's known optimum, on verl's real trainer, CPU.
 
-The fanpages task (``plugins/demo/verl_parl_demo/tasks/fanpages``, docs/tasks.md) has N = 4-5 independent words
-of k = 3 dependent lookups each, every lookup a long index page; every agent's context C = 896 holds one page, not two, and the budget
-B = 10 cuts serial plans: only the swarm (one subagent a word, all in the first turn: 6 critical steps) answers every
-word. The shipped cold start demonstrates both plans (40% parallel). So a few GRPO steps must move the greedy policy
-on held-out tasks (before training and after) to the swarm plan: fewer critical steps, higher item-F1, subagents'
-rows mostly right. The run is the shared ``fanpages_learning_run`` (``tests/conftest.py``): the default run's 6
-steps of 4 tasks x 4 samples, 16 held-out tasks.
+The fanpages task (``plugins/demo/verl_parl_demo/tasks/fanpages``, docs/tasks.md) has N = 4-5 independent words of k = 3
+dependent lookups each, every lookup a long index page; every agent's context C = 896 holds one page, not two, and the
+budget B = 10 cuts serial plans: only the swarm (one subagent a word, all in the first turn: 6 critical steps) answers
+every word. The shipped cold start demonstrates both plans (40% parallel). So a few GRPO steps must move the greedy
+policy on held-out tasks (before training and after) to the swarm plan: fewer critical steps, higher item-F1, subagents'
+rows mostly right. The run is the shared ``fanpages_learning_run`` (``tests/conftest.py``): the default run's 6 steps of
+4 tasks x 4 samples, 16 held-out tasks.
 
 Margins, from the runs measured on 2026-11-29 (two 4-step runs of this test at λ1 = 0.1, eight 6-step default runs
 on 64 tasks at λ1 = 0.1 and 0.5, one of which, at 0.1, collapsed to serial plans):

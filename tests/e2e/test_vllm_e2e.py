@@ -85,9 +85,9 @@ def frozen_model() -> Path:
     """The default task's cold start with its configured mix (the shipped one, copied once into the cache): the
     checkpoint the frozen group loads."""
     from omegaconf import OmegaConf
+    from verl_parl_demo import configs
     from verl_parl_demo.modelbuild.coldstart import build_coldstart_model, default_spec
 
-    from verl_parl_demo import configs
     from verl_parl.cli.config import resolved_cache_dir
 
     embedded = OmegaConf.load(Path(configs.__file__).parent / "embedded" / "fanout.yaml").parl.embedded

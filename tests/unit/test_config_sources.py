@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import doctest
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf, open_dict
 
-from verl_parl.cli import launch, sources
+from verl_parl.cli import dryrun, launch, sources
 from verl_parl.cli.dryrun import PLACEHOLDER, placeholder_assets
 from verl_parl.cli.main import CONFIG_MODULE, verl_config_searchpath
 
@@ -64,17 +65,21 @@ def test_the_task_file_is_the_last_one_setting_the_key_or_its_mapping() -> None:
     assert sources.file_of("parl.swarm.max_steps", files) is None
 
 
-def test_overrides_split_by_layer() -> None:
-    selection = sources.split_overrides(
-        ["embedded=fanpages", "profile=cpu", "hydra.searchpath=[x]", "hydra.mode=RUN", "a.b=1", "+c=2", "~d"]
-    )
-    assert selection.task == "fanpages"
-    assert selection.tasks == ("embedded=fanpages",)
-    assert selection.profiles == ("profile=cpu",)
-    assert selection.hydra == ("hydra.searchpath=[x]", "hydra.mode=RUN")
-    assert selection.rest == ("a.b=1", "+c=2", "~d")
-    assert sources.split_overrides(["embedded=fanpages", "~embedded"]).task is None
-    assert sources.split_overrides(["data.train_files=x"]).task is None
+def test_the_layers_are_composed_from_the_runs_choices_with_its_search_path() -> None:
+    overrides = ["hydra.searchpath=[x]", "hydra.mode=RUN", "embedded=fanpages", "a.b=1", "+recipe=r"]
+    hydra = sources.hydra_overrides(overrides)
+    assert hydra == ("hydra.searchpath=[x]", "hydra.mode=RUN")
+    assert sources.layer_overrides(hydra, "fanpages", "cpu") == [
+        ("base", (*hydra, "~profile")),
+        ("task fanpages", (*hydra, "embedded=fanpages", "~profile")),
+        ("profile cpu", (*hydra, "embedded=fanpages", "profile=cpu")),
+    ]
+    assert sources.layer_overrides(hydra, None, None) == [("base", (*hydra, "~profile"))]
+
+
+def test_the_modules_examples_hold() -> None:
+    for module in (sources, dryrun):
+        assert doctest.testmod(module).failed == 0, module.__name__
 
 
 def test_the_record_lists_every_value_not_verls_with_its_source() -> None:

@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import shlex
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,14 @@ CLI_COMMANDS = [c for c in COMMANDS if c.kind in ("module", "script")]
 PATH_COMMANDS = [c for c in COMMANDS if c.kind in ("pytest", "bash", "pip")]
 
 
-def where(item: Block | Command) -> str:
-    return item.where
+def ids(items: list[Block] | list[Command]) -> list[str]:
+    """``file:line`` of each item; a second command on one line gets ``#2``, a third ``#3``."""
+    seen: dict[str, int] = {}
+    named = []
+    for item in items:
+        seen[item.where] = seen.get(item.where, 0) + 1
+        named.append(item.where if seen[item.where] == 1 else f"{item.where}#{seen[item.where]}")
+    return named
 
 
 # ---- the folder, samples and stubs of a block -------------------------------------------------------------------
@@ -65,8 +72,6 @@ def where(item: Block | Command) -> str:
 @pytest.fixture(scope="session")
 def sample() -> Iterator[Callable[[str], Path]]:
     """``sample(name)``: the sample of :data:`docs_samples.SAMPLES`, built once per session."""
-    import tempfile
-
     built: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="docs_samples_") as root:
 
@@ -102,6 +107,7 @@ def block_folder(
         for name, value in marker.env:
             monkeypatch.setenv(name, value)
         monkeypatch.chdir(folder)
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a block's temporary folders go with the test's
         return folder
 
     (tmp_path / "root").mkdir()
@@ -111,7 +117,7 @@ def block_folder(
 # ---- the docs' python blocks ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=where)
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=ids(PYTHON_BLOCKS))
 def test_python_block_runs(block: Block, block_folder: Callable[[Marker], Path]) -> None:
     """The block runs in a fresh module; a block of hook implementations loads as a plugin and registers
     something (its specs built for real: a wrong field fails here)."""
@@ -129,6 +135,20 @@ def test_python_block_runs(block: Block, block_folder: Callable[[Marker], Path])
 _DRY_RUNS: dict[tuple[Any, ...], list[str]] = {}
 
 
+def cpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl's CPU backend (the ``hf`` rollout, platform ``cpu``) active in this process, as in a CPU run's driver.
+
+    A dry run sets ``VERL_PLATFORM=cpu`` for a CPU-profile command, which loads the backend only if verl is not
+    imported yet: after a GPU-profile command (or another test) imported verl first, a CPU command would be refused
+    with "unknown rollout backend 'hf'". So the backend is activated before any dry run (idempotent)."""
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    import verl  # noqa: F401 - its plugin loading, with the CPU platform selected
+
+    from verl_parl.cpu import activate
+
+    activate()
+
+
 def dry_run_errors(command: Command, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """``dry_run``'s errors for the command (in the prepared folder); one dry run per distinct command line, marker
     and environment (the same command in several docs is composed once)."""
@@ -138,6 +158,7 @@ def dry_run_errors(command: Command, monkeypatch: pytest.MonkeyPatch) -> list[st
     if key not in _DRY_RUNS:
         from verl_parl.cli.dryrun import dry_run
 
+        cpu_backend(monkeypatch)
         monkeypatch.delenv("VERL_PLATFORM", raising=False)  # a dry run sets it as a run's driver does; restored
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
         for name, value in command.env:
@@ -147,7 +168,7 @@ def dry_run_errors(command: Command, monkeypatch: pytest.MonkeyPatch) -> list[st
     return _DRY_RUNS[key]
 
 
-@pytest.mark.parametrize("command", MAIN_COMMANDS, ids=where)
+@pytest.mark.parametrize("command", MAIN_COMMANDS, ids=ids(MAIN_COMMANDS))
 def test_main_command_composes_and_validates(
     command: Command, block_folder: Callable[[Marker], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,16 +182,20 @@ def test_main_command_composes_and_validates(
 # ---- the other command lines ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", CLI_COMMANDS, ids=where)
-def test_cli_command_is_accepted_by_its_parser(command: Command) -> None:
-    """``python -m <ours> ...`` / ``python scripts/x.py ...`` reaches its parser, which accepts the command line
-    (an inline mention: its flags)."""
+@pytest.mark.parametrize("command", CLI_COMMANDS, ids=ids(CLI_COMMANDS))
+def test_cli_command_is_accepted_by_its_parser(
+    command: Command, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m <ours> ...`` / ``python scripts/x.py ...`` exists, reaches its parser (in this process, in an empty
+    folder) and the parser accepts the command line (an inline mention: its flags)."""
     if command.marker.skip:
         pytest.skip(f"exempt ({command.where}): {command.marker.skip}")
-    assert not parse_errors(command), f"{command.describe()}: {parse_errors(command)}"
+    monkeypatch.chdir(tmp_path)
+    errors = parse_errors(command)
+    assert not errors, f"{command.describe()}: {errors}"
 
 
-@pytest.mark.parametrize("command", PATH_COMMANDS, ids=where)
+@pytest.mark.parametrize("command", PATH_COMMANDS, ids=ids(PATH_COMMANDS))
 def test_pytest_bash_and_pip_lines_name_what_exists(command: Command) -> None:
     errors = pytest_errors(command) if command.kind == "pytest" else path_errors(command)
     assert not errors, f"{command.describe()}: {errors}"
@@ -256,11 +281,14 @@ def test_the_checker_fails_an_invalid_override(monkeypatch: pytest.MonkeyPatch, 
     ]
 
 
-def test_the_checker_fails_an_unknown_flag_in_a_mention() -> None:
+def test_the_checker_fails_an_unknown_flag_in_a_mention_and_a_missing_module() -> None:
     _, spans = parse_markdown(BROKEN_DOC, "planted.md")
     (mention,) = [c for span in spans for c in span_commands(span)]
     assert mention.inline and mention.line == 3
     assert parse_errors(mention) == ["--no-such-flag is not a flag of python -m verl_parl.plots"]
+    missing = Command("m.md", 7, ("python", "-m", "verl_parl.no_such_cli", "x"), (), Marker(), inline=True)
+    with pytest.raises(AssertionError, match=r"no module verl_parl\.no_such_cli"):
+        parse_errors(missing)
 
 
 def test_markers_must_be_known_and_a_skip_must_say_why() -> None:

@@ -24,7 +24,8 @@ from verl_parl.swarm.accounting import Stage, SubagentRecord, critical_steps
 from verl_parl.swarm.calls import ASSIGN_TASK
 from verl_parl.tools.base import ToolError
 
-CONFIG = Path(__file__).resolve().parents[2] / "plugins" / "demo" / "verl_parl_demo" / "configs" / "embedded" / "fanout.yaml"
+DEMO = Path(__file__).resolve().parents[2] / "plugins" / "demo" / "verl_parl_demo"
+CONFIG = DEMO / "configs" / "embedded" / "fanout.yaml"
 
 
 def table_score(answer: str, row: dict) -> float:

@@ -21,7 +21,8 @@ from verl_parl.host.manager import get_registries
 from verl_parl.swarm.accounting import critical_steps
 from verl_parl.tools.base import ToolError
 
-CONFIG = Path(__file__).resolve().parents[2] / "plugins" / "demo" / "verl_parl_demo" / "configs" / "embedded" / "fanpages.yaml"
+DEMO = Path(__file__).resolve().parents[2] / "plugins" / "demo" / "verl_parl_demo"
+CONFIG = DEMO / "configs" / "embedded" / "fanpages.yaml"
 
 
 def test_the_config_file_holds_the_budget_and_one_context_for_every_agent() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from verl_parl.cli.evaluate import prompt_for
-from verl_parl.host.manager import get_registries, system_prompt_for
+from verl_parl.cli.evaluate import prompt_for, system_prompt_for
+from verl_parl.host.manager import get_registries
 from verl_parl.rewards.schedules import ScheduleConfig, ScheduleError
 from verl_parl.rewards.settings import RewardConfigError, parse_reward_config
 

@@ -71,6 +71,8 @@ def test_the_command_line_alone_selects_the_default_task() -> None:
     assert select_task(["trainer.total_training_steps=1"]) == ["trainer.total_training_steps=1", "embedded=fanpages"]
     assert select_task(["embedded=arithmetic"]) == ["embedded=arithmetic"]
     assert select_task(["~embedded"]) == ["~embedded"]
+    assert select_task(["+recipe=kimi_researcher"]) == ["+recipe=kimi_researcher"]  # the recipe names its task
+    assert select_task(["+parl.tools.x=1"]) == ["+parl.tools.x=1", "embedded=fanpages"]  # a value, not a group
     own = ["data.train_files=/d/train.parquet", "data.val_files=/d/val.parquet"]
     assert select_task(own) == own  # the user's data: no task is added
 

@@ -1,5 +1,6 @@
 """A task's settings live in its YAML (``plugins/demo/verl_parl_demo/configs/embedded/<task>.yaml``): an edit there
-is what the run and its loops use, and a ``parl.embedded.task`` that names another task than the composed YAML's is a config error."""
+is what the run and its loops use, and a ``parl.embedded.task`` that names another task than the composed YAML's is
+a config error."""
 
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ from verl_parl.swarm.settings import swarm_settings
 
 folder, run_dir, *overrides = sys.argv[1:]
 assets.register_resolver()
-from verl_parl.cli import main
-main.task_config_dirs = lambda: []  # the installed demo's folder stays off the path: the edited copy is the YAML
+from verl_parl.cli import selection
+selection.task_config_dirs = lambda: []  # the installed demo's folder stays off the path: the edited copy is the YAML
 searchpath = f"hydra.searchpath=[pkg://verl.trainer.config,file://{folder}]"
 with initialize_config_module(config_module="verl_parl.configs", version_base=None):
     with assets.building(False):

@@ -26,7 +26,8 @@ from verl_parl_demo.tasks.widechain.__main__ import SHIPPED_TOKENIZER
 from verl_parl.chat.prompts import render_ids
 from verl_parl.tools.runtime import ToolRuntime
 
-CONFIG = Path(__file__).resolve().parents[2] / "plugins" / "demo" / "verl_parl_demo" / "configs" / "embedded" / "widechain.yaml"
+DEMO = Path(__file__).resolve().parents[2] / "plugins" / "demo" / "verl_parl_demo"
+CONFIG = DEMO / "configs" / "embedded" / "widechain.yaml"
 N_TEST = 8
 
 

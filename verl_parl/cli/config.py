@@ -361,9 +361,19 @@ REQUIRED: dict[str, str] = {
 SCORER_KEY = "reward.custom_reward_function.reward_kwargs.scorer"
 
 
+def _written(cfg: DictConfig, key: str) -> Any:
+    """The value at dotted ``key`` as written, an interpolation (``${parl_asset:...}``) left unresolved."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if not isinstance(node, DictConfig):
+        return None
+    return OmegaConf.to_container(node, resolve=False).get(leaf)
+
+
 def check_required(cfg: DictConfig) -> list[str]:
     """What the base leaves to the run: the model, the data and (with verl-parl's reward function) the scorer,
-    the last one registered."""
+    the last one registered. Read as written (call it before the config is resolved: an asset not built yet is
+    given)."""
     from verl_parl.host.manager import get_registries
     from verl_parl.registry import PluginError, UnknownNameError
 
@@ -371,12 +381,12 @@ def check_required(cfg: DictConfig) -> list[str]:
     errors = [
         f"{key}: not set: give {what} ({key}=...), {hint}"
         for key, what in REQUIRED.items()
-        if OmegaConf.select(cfg, key) is None
+        if _written(cfg, key) is None
     ]
     reward_fn = str(OmegaConf.select(cfg, "reward.custom_reward_function.path") or "")
     if not reward_fn.endswith("verl_parl/trainer/reward_fn.py"):
         return errors
-    scorer = OmegaConf.select(cfg, SCORER_KEY)
+    scorer = _written(cfg, SCORER_KEY)
     try:
         scorers = get_registries().scorers
     except PluginError:
@@ -391,14 +401,14 @@ def check_required(cfg: DictConfig) -> list[str]:
 
 
 CHECKS: tuple[Check, ...] = (
-    check_required,
     check_profile,
     check_batch_sizes,
     check_paths,
     check_rollout_backend,
     trainer_mode_errors,
 )
-"""Whole-config checks of the run itself; each component checks its own settings in its built-in
+"""Whole-config checks of the run itself (:func:`check_required` runs before the config is resolved, in
+:func:`verl_parl.cli.launch.prepare`); each component checks its own settings in its built-in
 plugin's ``verl_parl_validate_config`` (passed to :func:`validate` as ``plugin_errors``)."""
 
 

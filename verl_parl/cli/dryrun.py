@@ -15,6 +15,7 @@ imports verl (~7 s, for its own checks), later ones take about a second. The pro
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -39,7 +40,7 @@ class DryRun:
     """What :func:`dry_run` found: the config a run of ``argv`` would use, each value's source, every config error."""
 
     argv: list[str]
-    """The run's overrides as the driver completes them (the task, the profile, the search path)."""
+    """The run's overrides as the driver completes them (the task and the profile made explicit)."""
     config: DictConfig
     """The resolved config, assets as :data:`PLACEHOLDER` (empty when composing failed)."""
     sources: dict[str, str] = field(default_factory=dict)
@@ -59,8 +60,11 @@ class DryRun:
         return 0 if self.ok else 2
 
     def values(self) -> dict[str, Any]:
-        """The config's leaves, dotted key -> resolved value."""
-        return sources.config_leaves(self.config, resolve=True) if len(self.config) else {}
+        """The config's leaves, dotted key -> resolved value (as written when the config does not resolve)."""
+        try:
+            return sources.config_leaves(self.config, resolve=True)
+        except Exception:  # noqa: BLE001 - OmegaConf and the resolvers raise assorted types; errors has the message
+            return sources.config_leaves(self.config, resolve=False)
 
 
 def is_placeholder(value: Any) -> bool:
@@ -98,7 +102,7 @@ def complete_argv(argv: Sequence[str]) -> tuple[str, list[str]]:
     """``argv`` as the driver completes it (:mod:`verl_parl.cli.main`): the task made explicit, the profile chosen,
     ``$RAY_ADDRESS`` as the config's address; returns (profile, argv). Raises :class:`ConfigError` (the task)."""
     from verl_parl.cli.cluster import with_ray_address
-    from verl_parl.cli.main import choose_profile, select_task
+    from verl_parl.cli.selection import choose_profile, select_task
 
     args = select_task(list(argv))
     profile, args = choose_profile(args)
@@ -106,24 +110,71 @@ def complete_argv(argv: Sequence[str]) -> tuple[str, list[str]]:
     return profile, args
 
 
+CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
+"""Hydra's flag that adds a config folder (e.g. ``--config-dir examples/gpu +recipe=...``): a dry run takes it."""
+
+
+def hydra_flags(argv: Sequence[str]) -> tuple[str | None, list[str], list[str]]:
+    """``argv`` split into the ``--config-dir`` folder (absolute; None without one), the overrides, and an error for
+    each other Hydra flag (``--config-name``, ``--multirun``, ``--cfg``, ...), which a dry run does not take.
+
+    >>> hydra_flags(["--config-dir", "/x", "a=1", "-m"])
+    ('/x', ['a=1'], ['-m: a Hydra flag that --dry-run does not take (it takes --config-dir and overrides)'])
+    """
+    folder, overrides, errors = None, [], []
+    args = iter(argv)
+    for arg in args:
+        name, sep, value = arg.partition("=")
+        if name in CONFIG_DIR_FLAGS:
+            folder = value if sep else next(args, "")
+        elif arg.startswith("-"):
+            errors.append(f"{arg}: a Hydra flag that --dry-run does not take (it takes --config-dir and overrides)")
+        else:
+            overrides.append(arg)
+    return (str(Path(folder).resolve()) if folder else None), overrides, errors
+
+
+def with_config_dir(overrides: list[str], folder: str) -> list[str]:
+    """``overrides`` with ``folder`` first on the search path (``hydra.searchpath``), as ``--config-dir`` puts it
+    before the primary config's search path in a run.
+
+    >>> with_config_dir(["a=1", "hydra.searchpath=[pkg://x]"], "/c")
+    ['a=1', 'hydra.searchpath=[file:///c,pkg://x]']
+    """
+    given = [i for i, arg in enumerate(overrides) if arg.lstrip("+").startswith("hydra.searchpath=[")]
+    if not given:
+        return [*overrides, f"hydra.searchpath=[file://{folder}]"]
+    out = list(overrides)
+    name, _, rest = out[given[0]].partition("=[")
+    out[given[0]] = f"{name}=[file://{folder}" + ("," if rest != "]" else "") + rest
+    return out
+
+
 def dry_run(argv: Sequence[str]) -> DryRun:
     """The config ``python -m verl_parl.main <argv>`` would train with, validated as the run would validate it, with
-    each value's source; nothing built or started (module docstring). A ``--dry-run`` in ``argv`` is ignored. Config
-    errors are returned, not raised."""
-    from verl_parl.cli.main import CONFIG_MODULE, DRY_RUN, verl_config_searchpath
+    each value's source; nothing built or started (module docstring). ``argv``: overrides, ``--config-dir DIR``
+    and the ``--dry-run`` flag itself (ignored). Config errors are returned, not raised."""
+    from verl_parl.cli.selection import CONFIG_MODULE, DRY_RUN, verl_config_searchpath
 
+    folder, given, errors = hydra_flags([arg for arg in argv if arg != DRY_RUN])
+    if folder is not None and not Path(folder).is_dir():
+        errors.append(f"--config-dir: {folder!r} is not a folder")
     try:
-        profile, args = complete_argv([arg for arg in argv if arg != DRY_RUN])
+        profile, args = complete_argv(given)
     except ConfigError as exc:
-        return DryRun(argv=list(argv), config=OmegaConf.create(), errors=exc.errors)
+        errors += exc.errors
+    if errors:
+        return DryRun(argv=list(argv), config=OmegaConf.create(), errors=errors)
     if profile == "cpu":
         os.environ["VERL_PLATFORM"] = "cpu"  # before verl is imported, as the driver does
     overrides = verl_config_searchpath(args)
+    if folder is not None:
+        overrides = with_config_dir(overrides, folder)
     with placeholder_assets(), sources.hydra_context(config_module=CONFIG_MODULE):
-        return _checked(args, overrides, profile)
+        return _checked(args, overrides)
 
 
-def _checked(args: list[str], overrides: list[str], profile: str) -> DryRun:
+def _checked(args: list[str], overrides: list[str]) -> DryRun:
     """Compose ``overrides``, validate, attribute (in :func:`dry_run`'s Hydra context)."""
     from hydra import compose
     from hydra.errors import HydraException
@@ -134,13 +185,15 @@ def _checked(args: list[str], overrides: list[str], profile: str) -> DryRun:
     try:
         cfg = compose(config_name=sources.CONFIG_NAME, overrides=overrides, return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as exc:
-        return DryRun(argv=args, config=OmegaConf.create(), errors=[composition_error(exc, args)], profile=profile)
-    task = cfg.hydra.runtime.choices.get(sources.TASK_GROUP)
-    recorded = list(cfg.hydra.overrides.task)
+        return DryRun(argv=args, config=OmegaConf.create(), errors=[composition_error(exc, args)])
+    choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    recorded = OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False)  # an override may hold ${...}
+    assert isinstance(choices, dict) and isinstance(recorded, list)
     with open_dict(cfg):
         del cfg["hydra"]
     composed = sources.config_leaves(cfg, resolve=False)
-    result = DryRun(argv=args, config=cfg, task=task, profile=profile)
+    task = choices.get(sources.TASK_GROUP)
+    result = DryRun(argv=args, config=cfg, task=task, profile=choices.get(sources.PROFILE_GROUP))
     try:
         with open_dict(cfg):  # a run's folder, as Hydra makes it (hydra.run.dir) and the driver records it
             cfg.parl.output_dir = str(Path(str(cfg.parl.output_dir)).resolve())
@@ -151,9 +204,8 @@ def _checked(args: list[str], overrides: list[str], profile: str) -> DryRun:
             _finish(cfg)
     except Exception as exc:  # noqa: BLE001 - reported as a run's config error, never raised
         result.errors = [f"config: {type(exc).__name__}: {exc}"]
-    _resolve(cfg, result)
-    final = result.values()
-    result.sources = sources.config_sources(composed, overrides, final) if final else {}
+    if _resolve(cfg, result):
+        result.sources = sources.config_sources(composed, overrides, choices, result.values())
     return result
 
 
@@ -168,14 +220,19 @@ def _finish(cfg: DictConfig) -> None:
     launch.keep_file_logger(cfg)
 
 
-def _resolve(cfg: DictConfig, result: DryRun) -> None:
-    """Resolve ``cfg`` in place when prepare stopped before it did (an error is added if it cannot be)."""
+def _resolve(cfg: DictConfig, result: DryRun) -> bool:
+    """Resolve ``cfg`` in place (when prepare stopped before it did); False, with the error (once), if it cannot be."""
     try:
         OmegaConf.resolve(cfg)
     except Exception as exc:  # noqa: BLE001 - OmegaConf and the resolvers raise assorted types
-        message = f"config resolution: {type(exc).__name__}: {exc}"
-        if not any(error.startswith("config resolution:") for error in result.errors):
-            result.errors.append(message)
+        if not any(error.startswith(RESOLUTION) for error in result.errors):
+            result.errors.append(f"{RESOLUTION} {type(exc).__name__}: {exc}")
+        return False
+    return True
+
+
+RESOLUTION = "config resolution:"
+"""How :func:`verl_parl.cli.launch.prepare` starts the error of a config that does not resolve."""
 
 
 SEARCH_PATH_LISTING = "Config search path:"
@@ -193,13 +250,15 @@ def composition_error(exc: Exception, args: Sequence[str]) -> str:
 
 
 def flow(value: Any) -> str:
-    """``value`` as one line of YAML (flow style): ``hf``, ``1.0e-05``, ``[console, file]``, ``'null'``.
+    """``value`` as one line of YAML (flow style): ``hf``, ``1.0e-05``, ``[console, file]``, ``'null'``; JSON (which
+    YAML reads too) when YAML would take several lines (a string with a newline).
 
-    >>> flow(1e-05), flow([1, "a b"]), flow(None), flow({})
-    ('1.0e-05', '[1, a b]', 'null', '{}')
+    >>> print(flow(1e-05), flow([1, "a b"]), flow(None), flow({}), flow("a\\nb"))
+    1.0e-05 [1, a b] null {} "a\\nb"
     """
     text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=1 << 16)
-    return text.removesuffix("\n").removesuffix("\n...").strip()
+    text = text.removesuffix("\n").removesuffix("\n...").strip()
+    return json.dumps(value, ensure_ascii=False, default=str) if "\n" in text else text
 
 
 def format_dry_run(result: DryRun) -> str:

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_parl.cli import config as parl_config
 from verl_parl.cli import console, failures, sources
 from verl_parl.cli.config import ConfigError, ParlConfig, check_override_types, parse_settings, validate
 from verl_parl.cli.gpus import declare_logical_gpus
@@ -82,7 +83,7 @@ def prepare(cfg: DictConfig, *, overrides: list[str], embedded: str | None = Non
         verl_plugin.ensure_loaded()
     except verl_plugin.VerlPluginError as exc:
         raise ConfigError([f"plugins: {exc}"]) from exc
-    errors: list[str] = task_selection_errors(cfg, embedded)
+    errors: list[str] = [*task_selection_errors(cfg, embedded), *parl_config.check_required(cfg)]
     with assets.building(False):  # fail before building any asset: the settings without their asset paths
         try:
             parse_settings(cfg)

@@ -28,7 +28,6 @@ import importlib.util
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -152,44 +151,32 @@ def file_of(key: str, files: Sequence[tuple[str, frozenset[str]]]) -> str | None
     return found
 
 
-@dataclass(frozen=True)
-class Selection:
-    """A run's overrides split by the layer they belong to."""
+def hydra_overrides(overrides: Sequence[str]) -> tuple[str, ...]:
+    """The ``hydra.*`` overrides of ``overrides`` (the search path): part of every layer.
 
-    task: str | None
-    """The task ``embedded=<name>`` selects, None for none."""
-    tasks: tuple[str, ...]
-    """The overrides of the task group (``embedded=...``, ``~embedded``)."""
-    profiles: tuple[str, ...]
-    """The overrides of the profile group (``profile=...``, ``~profile``)."""
-    hydra: tuple[str, ...]
-    """``hydra.*`` overrides (the search path): part of every layer."""
-    rest: tuple[str, ...]
-    """Every other override: the command line's own layer."""
-
-
-def _group(override: str) -> str:
-    return override.lstrip("+~").partition("=")[0]
-
-
-def split_overrides(overrides: Sequence[str]) -> Selection:
-    """``overrides`` (Hydra's, e.g. ``HydraConfig.get().overrides``) split by layer.
-
-    >>> split_overrides(["embedded=fanpages", "profile=cpu", "hydra.searchpath=[x]", "a.b=1"]).task
-    'fanpages'
+    >>> hydra_overrides(["embedded=fanpages", "hydra.searchpath=[x]", "a.b=1", "hydra.mode=RUN"])
+    ('hydra.searchpath=[x]', 'hydra.mode=RUN')
     """
-    tasks = tuple(o for o in overrides if _group(o) == TASK_GROUP)
-    task = None
-    for override in tasks:
-        name, sep, value = override.partition("=")
-        task = value if sep and not name.startswith("~") and value not in ("", "null") else None
-    return Selection(
-        task=task,
-        tasks=tasks,
-        profiles=tuple(o for o in overrides if _group(o) == PROFILE_GROUP),
-        hydra=tuple(o for o in overrides if _group(o).startswith("hydra.")),
-        rest=tuple(o for o in overrides if _group(o) not in (TASK_GROUP, PROFILE_GROUP) and not o.startswith("hydra.")),
-    )
+    return tuple(o for o in overrides if o.lstrip("+~").startswith("hydra."))
+
+
+def layer_overrides(hydra: Sequence[str], task: str | None, profile: str | None) -> list[tuple[str, tuple[str, ...]]]:
+    """The label and overrides of verl-parl's layers (2-4 of the module docstring) of a run whose config composed
+    ``task`` and ``profile`` (Hydra's choices: however they were selected, on the command line or by a recipe).
+
+    >>> for label, args in layer_overrides(["hydra.searchpath=[x]"], "fanpages", "cpu"):
+    ...     print(f"{label}: {' '.join(args)}")
+    base: hydra.searchpath=[x] ~profile
+    task fanpages: hydra.searchpath=[x] embedded=fanpages ~profile
+    profile cpu: hydra.searchpath=[x] embedded=fanpages profile=cpu
+    """
+    selected = (f"{TASK_GROUP}={task}",) if task else ()
+    out = [(BASE, (*hydra, f"~{PROFILE_GROUP}"))]
+    if task:
+        out.append((task_label(task), (*hydra, *selected, f"~{PROFILE_GROUP}")))
+    if profile:
+        out.append((f"{PROFILE_GROUP} {profile}", (*hydra, *selected, f"{PROFILE_GROUP}={profile}")))
+    return out
 
 
 def sources_yaml(values: Mapping[str, Any], sources: Mapping[str, str]) -> str:
@@ -285,6 +272,8 @@ def task_files(task: str, hydra_overrides: Sequence[str]) -> list[tuple[str, fro
 
 @functools.lru_cache(maxsize=32)
 def _task_files(task: str, hydra_overrides: tuple[str, ...]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """:func:`task_files` (kept per process): Hydra's defaults list of the task's YAML, each file read through the
+    config source (``pkg://``, ``file://``) that holds it."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.plugins import Plugins
@@ -306,7 +295,7 @@ def _task_files(task: str, hydra_overrides: tuple[str, ...]) -> tuple[tuple[str,
     files = []
     for default in defaults:
         name = default.config_path or ""
-        if name.startswith("hydra/") or name == "hydra/config":
+        if name.startswith("hydra/"):
             continue
         source = next((s for s in sources if s.is_config(name)), None)
         if source is None:
@@ -320,50 +309,40 @@ def _task_files(task: str, hydra_overrides: tuple[str, ...]) -> tuple[tuple[str,
     return tuple(files)
 
 
-def layers(selection: Selection) -> list[Layer]:
-    """Layers 1-4 of the module docstring for a run's overrides (``selection``), each labelled with its source."""
-    folder = verl_config_folder()
-    hydra = selection.hydra
-    out: list[Layer] = []
-    if folder is not None:
-        out.append((VERL, verl_layer(str(folder))))
-    out.append((BASE, layer((*hydra, f"~{PROFILE_GROUP}"))[0]))
-    if selection.task is not None:
-        out.append((task_label(selection.task), layer((*hydra, *selection.tasks, f"~{PROFILE_GROUP}"))[0]))
-    profiled, choices = layer((*hydra, *selection.tasks, *selection.profiles))
-    if choices.get(PROFILE_GROUP):
-        out.append((f"{PROFILE_GROUP} {choices[PROFILE_GROUP]}", profiled))
-    return out
-
-
 def config_sources(
-    composed: Mapping[str, Any], overrides: Sequence[str], final: Mapping[str, Any] | None = None
+    composed: Mapping[str, Any],
+    overrides: Sequence[str],
+    choices: Mapping[str, Any],
+    final: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """The source of every leaf of a run's config. ``composed``: the run's config as Hydra composed it from
-    ``overrides`` (:func:`config_leaves`, unresolved); ``final``: the config the run uses (resolved, the driver's
-    changes made), whose keys are returned (``composed``'s when None). Needs a Hydra context for verl-parl's config
-    (see the module docstring)."""
-    selection = split_overrides(overrides)
-    sources = attribute([*layers(selection), (COMMAND_LINE, composed)])
-    if selection.task is not None:
-        files = task_files(selection.task, selection.hydra)
-        plain = task_label(selection.task)
-        sources = {
-            key: task_label(selection.task, file_of(key, files)) if s == plain else s for key, s in sources.items()
-        }
+    ``overrides`` (:func:`config_leaves`, unresolved), ``choices`` its group choices (``hydra.runtime.choices``);
+    ``final``: the config the run uses (resolved, the driver's changes made), whose keys are returned (``composed``'s
+    when None). Needs a Hydra context for verl-parl's config (see the module docstring)."""
+    hydra = hydra_overrides(overrides)
+    task, profile = choices.get(TASK_GROUP), choices.get(PROFILE_GROUP)
+    folder = verl_config_folder()
+    layers: list[Layer] = [(VERL, verl_layer(str(folder)))] if folder is not None else []
+    layers += [(label, layer(args)[0]) for label, args in layer_overrides(hydra, task, profile)]
+    sources = attribute([*layers, (COMMAND_LINE, composed)])
+    if task:
+        files, plain = task_files(task, hydra), task_label(task)
+        sources = {key: task_label(task, file_of(key, files)) if s == plain else s for key, s in sources.items()}
     return sources if final is None else mark_set_at_start(sources, composed, final)
 
 
 def run_sources(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
     """In a run's Hydra app (``python -m verl_parl.main``): the values of ``cfg`` (the config the run uses, resolved)
-    and their sources, from the overrides Hydra recorded for the run."""
+    and their sources, from the overrides and choices Hydra recorded for the run."""
     from hydra.core.hydra_config import HydraConfig
 
-    recorded = HydraConfig.get().overrides
-    overrides = [*recorded.hydra, *recorded.task]
+    recorded = HydraConfig.get()
+    given = OmegaConf.to_container(recorded.overrides, resolve=False)  # an override may hold ${...}
+    assert isinstance(given, dict)
+    overrides = [*given["hydra"], *given["task"]]
     composed, _ = compose_leaves(overrides)
     final = config_leaves(cfg, resolve=True)
-    return final, config_sources(composed, overrides, final)
+    return final, config_sources(composed, overrides, recorded.runtime.choices, final)
 
 
 def record_run_sources(cfg: DictConfig, run_dir: Path, write: Callable[[Path, str], None]) -> None:

@@ -1,13 +1,13 @@
 """Long pages for the ``widechain`` family: the research suite's page, then related entries up to a length.
 
 Each page starts with the research suite's own page for the entity
-(:func:`verl_parl_demo.tasks.research.corpus.iter_pages`: its facts, phrasing and distractors), then a paragraph of *related entries*: true one-sentence facts about other
-countries and cities **of the same split's country pool** (so a training page never states a held-out fact) and of
-another country than the page's entity (so a city's page never names its country's capital, nor states the
-capital's population: no page gives a later hop of its own chain), drawn with a ``random.Random`` seeded by
-``(seed, docid)``, until the page reaches ``page_chars`` characters. The entries never name the page's own entity,
-so every fact about it stays on its own page; they make the page long (~780 tokens of the tiny model at the default
-2,100 characters), which is what puts one page, not two, in a 2,048-token context
+(:func:`verl_parl_demo.tasks.research.corpus.iter_pages`: its facts, phrasing and distractors), then a paragraph of
+*related entries*: true one-sentence facts about other countries and cities **of the same split's country pool** (so a
+training page never states a held-out fact) and of another country than the page's entity (so a city's page never names
+its country's capital, nor states the capital's population: no page gives a later hop of its own chain), drawn with a
+``random.Random`` seeded by ``(seed, docid)``, until the page reaches ``page_chars`` characters. The entries never name
+the page's own entity, so every fact about it stays on its own page; they make the page long (~780 tokens of the tiny
+model at the default 2,100 characters), which is what puts one page, not two, in a 2,048-token context
 (:mod:`verl_parl_demo.tasks.widechain.design`).
 """
 
