@@ -235,7 +235,7 @@ def widesearch_command(
     tools = tmp_path / "WEB_TOOLS.yaml"
     tools.write_text("tools: []\n")
     install_plugin("vp-web-search", {"web_search": WEB_SEARCH_PLUGIN})
-    filled = {"data/widesearch/": f"{rows}/", "WEB_TOOLS.yaml": str(tools), "=MODEL": f"={SHIPPED_MODEL}"}
+    filled = {"data/widesearch/": f"{rows}/", "WEB_TOOLS.yaml": str(tools), "=$MODEL": f"={SHIPPED_MODEL}"}
     command = documented_widesearch_command()
     for placeholder, value in filled.items():
         command = [arg.replace(placeholder, value) for arg in command]

@@ -167,6 +167,10 @@ def dry_run(argv: Sequence[str]) -> DryRun:
         return DryRun(argv=list(argv), config=OmegaConf.create(), errors=errors)
     if profile == "cpu":
         os.environ["VERL_PLATFORM"] = "cpu"  # before verl is imported, as the driver does
+        if "verl" in sys.modules:  # imported already (an earlier call in this process): its hook has run
+            from verl_parl import cpu
+
+            cpu.activate()
     overrides = verl_config_searchpath(args)
     if folder is not None:
         overrides = with_config_dir(overrides, folder)
