@@ -110,9 +110,11 @@ def test_help_mentions_the_dry_run() -> None:
 
 
 def ray_descendants() -> list[str]:
+    """Ray's processes this process started itself (``ray.init`` starts them as its children). Not deeper: the
+    suite's shared runs, started beside this test, are children of this process with Ray clusters of their own."""
     return [
         " ".join(p.cmdline())
-        for p in psutil.Process().children(recursive=True)
+        for p in psutil.Process().children(recursive=False)
         if any(name in " ".join(p.cmdline()) for name in RAY_PROCESSES)
     ]
 

@@ -94,7 +94,7 @@ ASSETS: dict[str, Callable[[DictConfig], Any]] = {"reward_fn": _reward_fn}
 """verl-parl's own assets besides ``embedded_<file>``; plugins add theirs (``verl_parl_register_assets``)."""
 
 
-def _asset(name: str) -> Callable[[DictConfig], Any]:
+def asset_builder(name: str) -> Callable[[DictConfig], Any]:
     """The builder of asset ``name``: an ``embedded_`` file, one of :data:`ASSETS`, or a plugin's."""
     if name.startswith(EMBEDDED) and len(name) > len(EMBEDDED):
         return lambda root: _embedded_file(name[len(EMBEDDED) :], root)
@@ -127,7 +127,7 @@ def building(enabled: bool) -> Iterator[None]:
 
 def resolve_asset(name: str, _root_: DictConfig) -> Any:
     """OmegaConf resolver body: build (or find in the cache) asset ``name`` and return its path."""
-    build = _asset(name)
+    build = asset_builder(name)
     return build(_root_) if _building else None
 
 

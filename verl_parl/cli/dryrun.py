@@ -78,7 +78,7 @@ def _placeholder(name: str, _root_: DictConfig) -> Any:
     before building anything)."""
     from verl_parl.cli import assets
 
-    build = assets._asset(name)  # raises KeyError, with a hint, for an unknown name
+    build = assets.asset_builder(name)  # raises KeyError, with a hint, for an unknown name
     if name in assets.ASSETS:
         return build(_root_)
     if name.startswith(assets.EMBEDDED) and _root_.parl.embedded.get("task") is None:
