@@ -18,7 +18,7 @@ import pytest
 
 pytest.register_assert_rewrite("main_runs", "run_pool")
 
-from main_runs import FANOUT_LEARNING_STEPS, FANPAGES_LEARNING_STEPS, parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
+from main_runs import FANOUT_LEARNING_STEPS, FANPAGES_LEARNING_RUN, parl_reward_command  # noqa: E402 - after the assertion-rewrite registration
 from run_pool import (  # noqa: E402
     BACKGROUND_NICE,
     SHARED_RUNS,
@@ -199,15 +199,7 @@ def fanpages_learning_run(path: Path) -> RunSpec:
     if not shipped.matches(shipped.SHIPPED_ROOT / shipped_name("fanpages"), spec.digest(spec.demos())):
         rebuild = "python -m verl_parl_demo.modelbuild coldstart --task fanpages --ship"
         pytest.skip(f"no shipped fanpages cold start: {rebuild}")
-    return RunSpec(
-        overrides=(
-            "embedded=fanpages",
-            "parl.embedded.n_val=16",
-            f"trainer.total_training_steps={FANPAGES_LEARNING_STEPS}",
-            f"trainer.test_freq={FANPAGES_LEARNING_STEPS}",
-            "trainer.save_freq=-1",
-        )
-    )
+    return RunSpec(overrides=FANPAGES_LEARNING_RUN)
 
 
 @shared_run

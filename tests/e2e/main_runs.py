@@ -150,6 +150,14 @@ def parl_reward_command(folder: Path) -> tuple[str, ...]:
 # ---- the fanout learning run (tests/conftest.py's fanout_learning_run): GRPO steps from the fanout cold start
 FANOUT_LEARNING_STEPS = 4
 FANPAGES_LEARNING_STEPS = 6  # the default run's: with λ1 = 0.5 some runs dip serial at step 2 before they turn
+FANPAGES_LEARNING_RUN = (
+    "embedded=fanpages",
+    "parl.embedded.n_val=16",
+    f"trainer.total_training_steps={FANPAGES_LEARNING_STEPS}",
+    f"trainer.test_freq={FANPAGES_LEARNING_STEPS}",
+    "trainer.save_freq=-1",
+)
+"""The overrides of the shared fanpages learning run (``tests/conftest.py``), which its test may run once more."""
 
 
 # ---- a run breaks only within its own session: only that session's processes are signalled or killed
