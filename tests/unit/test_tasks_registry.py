@@ -111,16 +111,19 @@ def test_unknown_task_has_a_did_you_mean_hint() -> None:
 def test_a_second_task_of_the_same_name_names_both_plugins() -> None:
     from verl_parl.plugin import hookimpl
 
-    class Arithmetic:
+    class First:
         @hookimpl
         def verl_parl_register_tasks(self, register):  # type: ignore[no-untyped-def]
             register(TaskSpec(name="arithmetic", factory=dict, scorer="number_match"))
 
-    class Duplicate(Arithmetic):
-        pass
+    class Second:  # another plugin, its own task of the same name
+        @hookimpl
+        def verl_parl_register_tasks(self, register):  # type: ignore[no-untyped-def]
+            register(TaskSpec(name="arithmetic", factory=dict, scorer="exact_match"))
 
-    pm = create_plugin_manager(load_entry_points=False, extra_plugins=[Arithmetic(), Duplicate()])
-    with pytest.raises(DuplicateNameError, match="task 'arithmetic' is registered twice"):
+    pm = create_plugin_manager(load_entry_points=False, extra_plugins=[First(), Second()])
+    both = "task 'arithmetic' is registered twice: first by plugin 'First', then by plugin 'Second'"
+    with pytest.raises(DuplicateNameError, match=both):
         collect_registries(pm)
 
 
