@@ -11,7 +11,6 @@ from omegaconf import OmegaConf
 from verl_parl.cli.cluster import address_override, is_loopback, ray_environment, with_ray_address
 from verl_parl.cli.config import check_profile
 from verl_parl.cli.launch import ray_init_kwargs, unused_node_keys
-from verl_parl.cluster.checks import gpu_errors
 
 
 def composed(overrides: list[str]) -> Any:
@@ -69,7 +68,7 @@ def test_ray_stays_on_loopback_for_a_private_or_loopback_cluster_only() -> None:
 
 def test_the_private_cluster_stays_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERL_PARL_CACHE", str(tmp_path / "cache"))
-    # the count the driver declares on the CPU profile (verl_parl.cli.gpus.declare_logical_gpus), here given
+    # the count the driver declares on the CPU profile (verl_parl.cli.parts.declare_logical_gpus), here given
     kwargs = ray_init_kwargs(composed(["profile=cpu", "ray_kwargs.ray_init.num_gpus=1"]), tmp_path, namespace="run-1")
     assert kwargs["address"] == "local"
     assert kwargs["_node_ip_address"] == "127.0.0.1"
@@ -103,39 +102,13 @@ def test_a_remote_cluster_is_joined_from_the_drivers_own_address(tmp_path: Path)
     assert kwargs["namespace"] == "mine"  # the user's namespace wins
 
 
-NODES = [
-    {"NodeID": "a" * 56, "NodeManagerAddress": "10.0.0.5", "Alive": True, "Resources": {"CPU": 8.0}},
-    {"NodeID": "b" * 56, "NodeManagerAddress": "10.0.0.6", "Alive": True, "Resources": {"CPU": 8.0, "frozen": 1.0}},
-]
-
-
-def test_missing_logical_gpus_name_the_ray_start_flag() -> None:
-    errors = gpu_errors(NODES, 0.0, address="10.0.0.5:6379", per_node=2, nnodes=1)
-    assert len(errors) == 1
-    assert errors[0].startswith("ray_kwargs.ray_init.address: the Ray cluster at 10.0.0.5:6379 cannot hold")
-    assert "node 10.0.0.5 (aaaaaaaa): 0, node 10.0.0.6 (bbbbbbbb): 0" in errors[0]
-    assert "add `--num-gpus=2` to `ray start` on 1 node(s)" in errors[0]
-    frozen = gpu_errors(NODES, 0.0, address="x:1", per_node=1, nnodes=1, frozen=2)
-    assert "`--num-gpus=2` more for the frozen replicas" in frozen[0]
-
-
-def test_logical_gpus_spread_too_thin_or_held_by_another_job() -> None:
-    one_each = [{**node, "Resources": {"GPU": 1.0}} for node in NODES]
-    assert "cannot hold" in gpu_errors(one_each, 2.0, address="x:1", per_node=2, nnodes=1)[0]  # 2 on one node
-    assert gpu_errors(one_each, 2.0, address="x:1", per_node=1, nnodes=2) == []
-    taken = gpu_errors(one_each, 1.0, address="x:1", per_node=1, nnodes=2)
-    assert "has 2 logical GPUs but only 1 free" in taken[0]
-    dead = [{**one_each[0], "Alive": False}, one_each[1]]
-    assert "cannot hold" in gpu_errors(dead, 1.0, address="x:1", per_node=1, nnodes=2)[0]
-
-
 def test_the_config_declares_the_address_key() -> None:
     assert OmegaConf.select(composed(["profile=cpu"]), "ray_kwargs.ray_init.address", default="missing") is None
 
 
 def test_a_joined_cluster_s_gpus_are_its_nodes_not_declared_by_the_driver() -> None:
-    from verl_parl.cli.gpus import cluster_gpus
+    from verl_parl.cli.parts import cluster_gpus
 
     cfg = composed(["profile=cpu", "ray_kwargs.ray_init.address=10.0.0.5:6379"])
-    assert cluster_gpus(cfg, "cpu") == (None, "the joined cluster's nodes")  # checked on joining (gpu_errors above)
+    assert cluster_gpus(cfg, "cpu") == (None, "the joined cluster's nodes")  # checked on joining (test_placement)
     assert cluster_gpus(composed(["profile=cpu", "ray_kwargs.ray_init.num_gpus=3"]), "cpu")[0] == 3

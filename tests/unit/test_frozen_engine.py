@@ -383,7 +383,7 @@ def test_cpu_profile_declares_a_logical_gpu_per_frozen_engine_replica(
     engine: str, profile: str, declared: int | None, expected: int | None
 ) -> None:
     from verl_parl.cli.config import ParlConfig
-    from verl_parl.cli.gpus import declare_logical_gpus
+    from verl_parl.cli.parts import declare_logical_gpus
     from verl_parl.swarm.settings import SwarmSettings
 
     serving = SubagentServing(mode="dedicated", engine=engine, instances=2)

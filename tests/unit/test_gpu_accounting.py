@@ -1,4 +1,4 @@
-"""GPU accounting (verl_parl/cli/gpus.py): what each part of a run takes, the shortfall named per part, and the
+"""GPU accounting (verl_parl/cli/parts.py): what each part of a run takes, the shortfall named per part, and the
 tensor-parallel layouts verl's workers would refuse; on plain configs, without verl or a GPU."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_parl.cli.config import ParlConfig
-from verl_parl.cli.gpus import cluster_gpus, declare_logical_gpus, gpu_errors, gpu_parts, layout_errors
+from verl_parl.cli.parts import cluster_gpus, declare_logical_gpus, gpu_errors, gpu_parts, layout_errors
 from verl_parl.swarm.settings import SubagentServing, SwarmSettings
 
 

@@ -139,7 +139,7 @@ def test_each_gpu_tests_command_validates_on_the_gpus_it_asks_for(name: str, tmp
     spec = run["runs"][name]
     overrides = [*run["base"], *spec.overrides, f"ray_kwargs.ray_init.num_gpus={spec.devices}"]
     cfg, parl = prepared_gpu_config(tmp_path, overrides)
-    from verl_parl.cli.gpus import gpu_parts
+    from verl_parl.cli.parts import gpu_parts
 
     assert sum(part.gpus for part in gpu_parts(cfg, parl)) == spec.devices  # every GPU it asks for is used
     assert cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 1

@@ -24,7 +24,7 @@ ALLOWED = {
     "cli/launch.py": "the driver: applies task defaults and reads the composed config before validating it",
     "cli/main.py": "sets parl.output_dir on the composed config (a write)",
     "cli/dryrun.py": "as cli/main.py and cli/assets.py: sets parl.output_dir, shows unbuilt assets of the task",
-    "cli/gpus.py": "the driver's GPU accounting: names parl.subagent.instances in its messages, reads parsed settings",
+    "cli/parts.py": "what the run asks Ray for: names parl.subagent.instances in its messages, reads parsed settings",
     "trainer/reward_manager.py": "registers verl's reward manager named 'parl' (a name, not a config key)",
 }
 

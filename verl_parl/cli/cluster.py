@@ -3,9 +3,11 @@
 ``ray_kwargs.ray_init.address`` (or ``$RAY_ADDRESS``, as ``ray`` reads it) names a running cluster, as it does for
 verl's ``main_ppo``: the run then joins it instead of starting its own. A cluster's resources are its nodes'
 (``ray start --num-cpus/--num-gpus/--resources``), so the node keys of ``ray_kwargs.ray_init`` are not passed when
-joining. Before any of verl's workers starts, :func:`plan_join` sends the assets the workers read along with the run
-(:mod:`verl_parl.cluster.assets`) and :func:`check_joined` checks, on every node, the CPU profile's logical GPUs and
-every path the workers read (:mod:`verl_parl.cluster.checks`). docs/cluster.md says how to run on a cluster.
+joining. Before the run joins, :func:`check_head` asks the head whether it can (:mod:`verl_parl.cluster.head`: something
+listens, token authentication, Ray's version). Before any of verl's workers starts, :func:`plan_join` sends the
+assets the workers read along with the run (:mod:`verl_parl.cluster.assets`) and :func:`check_joined` checks every
+path the workers read on every node (:mod:`verl_parl.cluster.checks`); every bundle the run asks Ray for is checked
+against the nodes of any cluster (:mod:`verl_parl.cli.placement`). docs/cluster.md says how to run on a cluster.
 
 Ray replaces a loopback cluster address (127.0.0.1) with the machine's own interface address unless
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is set before ray is imported: :func:`ray_environment` sets it for a private
@@ -38,6 +40,7 @@ __all__ = [
     "JoinPlan",
     "OnNode",
     "address_override",
+    "check_head",
     "check_joined",
     "is_loopback",
     "on_this_node",
@@ -112,15 +115,19 @@ def ray_environment(address: str | None, environ: MutableMapping[str, str]) -> N
 
 
 class OnNode:
-    """A Ray actor class whose actors are placed on one node (``run_ppo`` calls ``.remote()``, or first
-    ``.options(...)`` to add its own options)."""
+    """A Ray actor class whose actors are placed on one node, named ``name`` when given (``run_ppo`` calls
+    ``.remote()``, or first ``.options(...)`` to add its own options)."""
 
-    def __init__(self, actor_class: Any, node_id: str) -> None:
+    def __init__(self, actor_class: Any, node_id: str, name: str | None = None) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.actor_class = actor_class
         self.node_id = node_id
-        self.placement = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)}
+        self.placement: dict[str, Any] = {
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+        }
+        if name is not None:
+            self.placement["name"] = name
 
     def options(self, **options: Any) -> Any:
         return self.actor_class.options(**{**self.placement, **options})
@@ -129,12 +136,22 @@ class OnNode:
         return self.options().remote(*args, **kwargs)
 
 
-def on_this_node(actor_class: Any) -> OnNode:
+def on_this_node(actor_class: Any, name: str | None = None) -> OnNode:
     """``actor_class`` placed on the driver's node: verl's TaskRunner writes the run folder (its file logger's
     metrics, rollout dumps), which is on this node's disk."""
     import ray
 
-    return OnNode(actor_class, ray.get_runtime_context().get_node_id())
+    return OnNode(actor_class, ray.get_runtime_context().get_node_id(), name)
+
+
+def check_head(address: str) -> None:
+    """Raise :class:`ConfigError` when the head at ``address`` cannot be joined (nothing or something else listens,
+    token authentication, another Ray or Python: :func:`verl_parl.cluster.head.head_errors`)."""
+    from verl_parl.cluster.head import head_errors
+
+    errors = head_errors(address)
+    if errors:
+        raise ConfigError(errors)
 
 
 RUN_KEYS = ("parl.output_dir", "trainer.default_local_dir", "trainer.rollout_data_dir", "trainer.validation_data_dir")
@@ -221,24 +238,12 @@ TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 
 
 def check_joined(cfg: DictConfig, parl: ParlConfig, plan: JoinPlan) -> list[str]:
-    """The start-up checks of a joined cluster, on its live nodes: the CPU profile's logical GPUs, and every path
-    the workers read (``parl.cluster.shared_dir`` too) on every node."""
-    import ray
-
-    from verl_parl.cluster.checks import SHARED_KEY, gpu_errors, path_errors, probe_nodes
+    """The start-up check of a joined cluster's disks, on its live nodes: every path the workers read
+    (``parl.cluster.shared_dir`` too) on every node. Its resources are checked on any cluster
+    (:func:`verl_parl.cli.placement.startup_errors`)."""
+    from verl_parl.cluster.checks import SHARED_KEY, path_errors, probe_nodes
 
     errors: list[str] = []
-    if parl.profile == "cpu":
-        serving = parl.swarm.subagent if parl.swarm is not None else None
-        on_engine = serving is not None and serving.mode == "dedicated" and serving.engine not in (None, "hf")
-        errors += gpu_errors(
-            ray.nodes(),
-            ray.available_resources().get("GPU", 0.0),
-            address=str(OmegaConf.select(cfg, ADDRESS_KEY)),
-            per_node=int(cfg.trainer.n_gpus_per_node),
-            nnodes=int(cfg.trainer.nnodes),
-            frozen=serving.instances if serving is not None and on_engine else 0,
-        )
     shared = parl.cluster.shared_dir if parl.cluster is not None else None
     paths = dict(plan.paths)
     if shared is not None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from verl_parl.cli.gpus import gpu_errors
+from verl_parl.cli.parts import gpu_errors
 from verl_parl.settings.defaults import IN_YAML, yaml_defaults
 from verl_parl.settings.errors import ConfigError, did_you_mean
 from verl_parl.settings.sections import SECTIONS, component_sections, shape_errors, used_tools

@@ -218,7 +218,7 @@ def _finish(cfg: DictConfig) -> None:
     the driver's settings of the config (the CPU profile's logical GPUs, the file logger)."""
     from verl_parl.cli import launch
     from verl_parl.cli.config import parse_settings
-    from verl_parl.cli.gpus import declare_logical_gpus
+    from verl_parl.cli.parts import declare_logical_gpus
 
     declare_logical_gpus(cfg, parse_settings(cfg))
     launch.keep_file_logger(cfg)

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl_parl.cli import config as parl_config
 from verl_parl.cli import console, failures, sources
 from verl_parl.cli.config import ConfigError, ParlConfig, check_override_types, parse_settings, validate
-from verl_parl.cli.gpus import declare_logical_gpus
+from verl_parl.cli.parts import declare_logical_gpus
 from verl_parl.settings.handoff import hand_over, without_handover
 from verl_parl.trainer import resume
 
@@ -300,10 +300,12 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             import ray
             from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
-            from verl_parl.cli import cluster
+            from verl_parl.cli import cluster, placement
             from verl_parl.traces.recorder import start_recorder
 
             address = OmegaConf.select(cfg, cluster.ADDRESS_KEY)
+            if address is not None:  # in a second, before Ray's own half-minute of retries
+                cluster.check_head(str(address))
             namespace = run_namespace(run_dir)
             plan = cluster.plan_join(cfg, parl, namespace) if address is not None else None
             kwargs = ray_init_kwargs(cfg, run_dir, namespace=namespace)
@@ -318,12 +320,16 @@ def train(cfg: DictConfig, parl: ParlConfig, run_dir: Path) -> None:
             try:
                 record = cluster.cluster_record(address, namespace, plan)
                 write_atomic(run_dir / CLUSTER_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
+                errors = placement.startup_errors(cfg, parl, address, out)  # every bundle, before any worker starts
                 if plan is not None:
-                    joined(cfg, parl, plan, record, out)
-                runner = cluster.on_this_node(TaskRunnerV1)  # the run folder's writers (verl's file logger) here
+                    errors += joined(cfg, parl, plan, record, out)
+                if errors:
+                    raise ConfigError(errors)
+                # the run folder's writers (verl's file logger) here, under a name the placement watch can stop it by
+                runner = cluster.on_this_node(TaskRunnerV1, name=placement.TASK_RUNNER_ACTOR)
                 # the run's own actors, held for the run: the recorder writes other nodes' episode records here
                 held = [start_recorder(run_dir)]
-                with failures.crashed_worker_named():  # however a dead worker's loss surfaced
+                with placement.run_watched(cfg, parl), failures.crashed_worker_named():  # a dead worker's loss named
                     run_ppo(cfg if plan is None else plan.worker_cfg, task_runner_class=runner)
                 held.clear()
             finally:
@@ -337,10 +343,10 @@ CLUSTER_FILE = "cluster.json"
 """Where the run ran: the cluster's address and nodes, the run's Ray namespace, the assets sent along."""
 
 
-def joined(cfg: DictConfig, parl: ParlConfig, plan: Any, record: dict[str, Any], out: IO[str]) -> None:
+def joined(cfg: DictConfig, parl: ParlConfig, plan: Any, record: dict[str, Any], out: IO[str]) -> list[str]:
     """On a joined cluster: say so on the console (what travelled with the run, the ``ray_kwargs.ray_init`` keys it
-    does not take), and run the start-up checks on every node (:func:`verl_parl.cli.cluster.check_joined`; raises
-    :class:`ConfigError`, every problem named with its key and node)."""
+    does not take), and run the start-up checks on every node (:func:`verl_parl.cli.cluster.check_joined`); the
+    problems found, each named with its key and node."""
     from verl_parl.cli.cluster import check_joined
 
     unused = unused_node_keys(cfg)
@@ -351,9 +357,7 @@ def joined(cfg: DictConfig, parl: ParlConfig, plan: Any, record: dict[str, Any],
     if unused:
         notes.append(f"not used: ray_kwargs.ray_init {', '.join(unused)}, declared by the nodes")
     print(f"{console.PREFIX} joined the Ray cluster at {record['address']}; {'; '.join(notes)}", file=out, flush=True)
-    errors = check_joined(cfg, parl, plan)
-    if errors:
-        raise ConfigError(errors)
+    return check_joined(cfg, parl, plan)
 
 
 def prepare_run_folder(cfg: DictConfig, run_dir: Path) -> int | None:

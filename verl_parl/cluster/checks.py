@@ -1,68 +1,22 @@
-"""Start-up checks of a joined cluster, run before any of verl's workers starts; each returns messages that name
-the key, the node and what to do.
-
-- :func:`gpu_errors`: the CPU profile's logical GPUs must be declared by the nodes (``ray start --num-gpus``).
-- :func:`path_errors` over :func:`probe_nodes`: every path the workers read must exist on every node (a task on
-  each node looks, in the run's working folder, where the assets that travel with the run are unpacked).
+"""Start-up checks of a joined cluster's disks, run before any of verl's workers starts; each returns messages that
+name the key, the node and what to do: :func:`path_errors` over :func:`probe_nodes`, every path the workers read must
+exist on every node (a task on each node looks, in the run's working folder, where the assets that travel with the
+run are unpacked). The nodes' resources are checked on any cluster (:mod:`verl_parl.cli.placement`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from verl_parl.cluster.assets import ASSET_DIR
+from verl_parl.cluster.nodes import node_label
 
-__all__ = ["PROBE_TIMEOUT_S", "SHARED_KEY", "gpu_errors", "missing_here", "node_label", "path_errors", "probe_nodes"]
+__all__ = ["PROBE_TIMEOUT_S", "SHARED_KEY", "missing_here", "node_label", "path_errors", "probe_nodes"]
 
-ADDRESS_KEY = "ray_kwargs.ray_init.address"
 SHARED_KEY = "parl.cluster.shared_dir"
 PROBE_TIMEOUT_S = 300.0
 """Seconds the nodes' path checks may take together (a node first unpacks the run's assets)."""
-
-
-def node_label(node: Mapping[str, Any]) -> str:
-    """How a node is named in messages: its address and the start of its Ray node id."""
-    return f"node {node.get('NodeManagerAddress', '?')} ({str(node.get('NodeID', '?'))[:8]})"
-
-
-def gpu_errors(
-    nodes: list[Mapping[str, Any]],
-    available: float,
-    *,
-    address: str,
-    per_node: int,
-    nnodes: int,
-    frozen: int = 0,
-) -> list[str]:
-    """Why the joined cluster cannot hold the CPU profile's logical GPUs ([] when it can).
-
-    ``nodes`` are ``ray.nodes()`` entries (``Alive``, ``NodeID``, ``NodeManagerAddress``, ``Resources``);
-    ``available`` the cluster's free ``GPU`` now. verl places ``per_node`` ranks (``trainer.n_gpus_per_node``) on
-    each of ``nnodes`` nodes (``trainer.nnodes``), each rank one logical GPU; ``frozen`` more GPUs hold the frozen
-    group's vllm/sglang replicas (one each), on any node."""
-    alive = [node for node in nodes if node.get("Alive", True)]
-    gpus = {str(node["NodeID"]): float(node.get("Resources", {}).get("GPU", 0)) for node in alive}
-    need = per_node * nnodes + frozen
-    big_enough = [count for count in gpus.values() if count >= per_node]
-    what = f"trainer.nnodes={nnodes} node(s) with trainer.n_gpus_per_node={per_node} logical GPU(s) each" + (
-        f" and {frozen} for parl.subagent.instances' replicas" if frozen else ""
-    )
-    if len(big_enough) >= nnodes and sum(gpus.values()) >= need:
-        if available >= need:
-            return []
-        return [
-            f"{ADDRESS_KEY}: the Ray cluster at {address} has {sum(gpus.values()):g} logical GPUs but only "
-            f"{available:g} free: the CPU profile's run needs {need} ({what}); another job holds the rest. Add a node "
-            f"(`ray start --address={address} --num-gpus={need}`) or wait for it"
-        ]
-    listed = ", ".join(f"{node_label(node)}: {gpus[str(node['NodeID'])]:g}" for node in alive) or "no live node"
-    return [
-        f"{ADDRESS_KEY}: the Ray cluster at {address} cannot hold the CPU profile's {need} logical GPU(s) ({what}); "
-        f"its nodes declare {listed}. Logical GPUs are declared when a node starts: add `--num-gpus={per_node}` to "
-        f"`ray start` on {nnodes} node(s)" + (f", `--num-gpus={frozen}` more for the frozen replicas" if frozen else "")
-    ]
 
 
 def missing_here(paths: list[str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""``parl.cluster``: what the nodes of a joined Ray cluster share."""
+"""``parl.cluster``: what the nodes of a joined Ray cluster share, and how long the run waits for Ray to place its
+workers (on any cluster, the private one too)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,22 @@ class ClusterSettings:
     """See ``configs/parl_trainer.yaml`` (``parl.cluster``) for each field."""
 
     shared_dir: str | None = IN_YAML
+    placement_timeout_s: float | None = IN_YAML
 
     def __post_init__(self) -> None:
+        errors = []
         if self.shared_dir is not None and not os.path.isabs(self.shared_dir):
-            raise ConfigError(
-                [f"parl.cluster.shared_dir: {self.shared_dir!r} must be an absolute path (the same on every node)"]
+            errors.append(
+                f"parl.cluster.shared_dir: {self.shared_dir!r} must be an absolute path (the same on every node)"
             )
+        wait = self.placement_timeout_s
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float) or not wait > 0):
+            errors.append(
+                f"parl.cluster.placement_timeout_s: {wait!r} must be a positive number of seconds, or null to wait "
+                "as long as Ray does (a cluster whose autoscaler adds nodes)"
+            )
+        if errors:
+            raise ConfigError(errors)
 
     def shares(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` is under :attr:`shared_dir` (read in place on every node)."""
