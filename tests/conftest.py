@@ -46,8 +46,23 @@ def main_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     pool = RunPool(wanted, tmp_path_factory.mktemp("main_runs"), nice=BACKGROUND_NICE)
     if wanted:
         pool.start()
+    request.config.stash[POOL_KEY] = pool
     yield pool
     pool.close()
+
+
+POOL_KEY = pytest.StashKey[RunPool]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The shared runs' timeline, beside pytest's durations: when each started and how long it took."""
+    pool = config.stash.get(POOL_KEY, None)
+    if pool is None or not pool.spans:
+        return
+    terminalreporter.section("shared main runs (seconds from the session's start)")
+    for name, start, end in pool.timeline():
+        took = "still going" if end is None else f"took {end - start:6.0f}"
+        terminalreporter.write_line(f"{name:32} started {start:6.0f}  {took}")
 
 
 def shared_runs_of(item: pytest.Item) -> list[str]:

@@ -200,6 +200,8 @@ class RunPool:
         self.done: dict[str, MainRun] = {}
         self.errors: dict[str, BaseException] = {}
         self.events: list[tuple[str, str]] = []  # ("start" | "done", name), in order
+        self.born = time.monotonic()
+        self.spans: dict[str, tuple[float, float | None]] = {}  # name -> (started, exited), from self.born
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
@@ -236,6 +238,12 @@ class RunPool:
                 if name in self.done:
                     return self.done[name]
             time.sleep(0.2)
+
+    def timeline(self) -> list[tuple[str, float, float | None]]:
+        """Each run the pool has started, in start order: its name, when it started and when it exited, in seconds
+        from the pool's creation (None: still going)."""
+        with self._lock:
+            return [(name, start, end) for name, (start, end) in self.spans.items()]
 
     def close(self) -> None:
         self._stop.set()
@@ -284,6 +292,7 @@ class RunPool:
                 del self.running[name]
                 self.done[name] = launch.record()
                 self.events.append(("done", name))
+                self.spans[name] = (launch.started - self.born, (launch.exited or time.monotonic()) - self.born)
                 if launch.error is not None:
                     self.errors[name] = launch.error
         for name in list(self.queue):
@@ -298,6 +307,7 @@ class RunPool:
                 path = self.done[spec.resumes].path if spec.resumes else self.basetemp / name
                 self.running[name] = Launch(name, path, spec)
                 self.events.append(("start", name))
+                self.spans[name] = (self.running[name].started - self.born, None)
 
 
 # ---- triggers

@@ -26,7 +26,7 @@ import statistics
 import pytest
 from main_runs import FANOUT_LEARNING_STEPS, MainRun, assert_trained
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # the default suite learns on fanpages (test_fanpages_learning.py)
 
 SWARM_STEPS = 6  # the optimal plan's critical steps: 1 + (k + 1) + 1
 

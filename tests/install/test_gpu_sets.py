@@ -4,13 +4,18 @@ install the GPU path used to do (the newest vLLM over verl 0.9.1) is reported as
 
 Needs the package index (PyPI), nothing else: ``scripts/resolve_gpu_sets.py`` reads each wheel's metadata through
 HTTP range requests and downloads no wheel. Measured on the 2-core machine: 40-50 s a set, plus ~15 s for the
-resolver's venv the first time (docs/engines.md, "Installing on a GPU machine")."""
+resolver's venv the first time (docs/engines.md, "Installing on a GPU machine").
+
+Not in the default test run (marker ``resolve``): ``python -m pytest -m resolve`` runs them, and they skip, saying
+why, when the index does not answer."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import urllib.error
+import urllib.request
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +26,28 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "resolve_gpu_sets.py"
 
 pytestmark = pytest.mark.resolve
+INDEX_PROBE_TIMEOUT_S = 15
+
+
+def package_index() -> str:
+    """The index pip resolves against: ``$PIP_INDEX_URL``, else pip's configured ``index-url``, else PyPI."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"]
+    configured = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "get", "global.index-url"], capture_output=True, text=True, check=False
+    )
+    return configured.stdout.strip() if configured.returncode == 0 and configured.stdout.strip() else "https://pypi.org/simple"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def index_reachable() -> None:
+    """Skip the module, naming the index and the error, when the package index does not answer."""
+    url = package_index().rstrip("/") + "/pip/"
+    try:
+        with urllib.request.urlopen(url, timeout=INDEX_PROBE_TIMEOUT_S) as response:
+            response.read(1)
+    except (urllib.error.URLError, OSError) as exc:
+        pytest.skip(f"the package index does not answer ({url}: {exc}); these tests resolve against it")
 
 
 def resolve(*args: str) -> tuple[int, list[dict[str, Any]], str]:
