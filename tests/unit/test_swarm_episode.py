@@ -449,6 +449,62 @@ def test_incremental_subagent_prompts_equal_full_renders(tokenizer: Any) -> None
         assert builder.ids == render_ids(tokenizer, builder.messages, [LOOKUP_SCHEMA])
 
 
+def test_a_turn_added_lazily_gives_the_messages_and_ids_of_an_eager_one(tokenizer: Any) -> None:
+    """extend_turn builds the assistant message only when messages are read: the same messages and ids as extend."""
+    from verl_parl.chat.messages import assistant_message
+    from verl_parl.chat.prompts import PromptBuilder
+
+    messages = [{"role": "system", "content": "You look things up."}, {"role": "user", "content": "find k"}]
+    eager = PromptBuilder(tokenizer, list(messages), [LOOKUP_SCHEMA])
+    lazy = PromptBuilder(tokenizer, list(messages), [LOOKUP_SCHEMA])
+    turns = [
+        ('<think>where?</think><tool_call>\n{"name": "lookup", "arguments": {"key": 1}}\n</tool_call>', ["v1"]),
+        ('<tool_call>\n{"name": "lookup", "arguments": {"key": "a"}}\n</tool_call><tool_call>\nbad', ["v2", "e"]),
+    ]
+    for step, (text, observations) in enumerate(turns):
+        generated = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+        generated = generated if step == 0 else generated[:-1]  # the second one ends without EOS
+        thinking = "where?" if step == 0 else ""
+        content, calls = parse_tool_calls(text)
+        eager.extend(generated, assistant_message(content, calls, thinking), list(observations))
+        lazy.extend_turn(generated, content, calls, thinking, list(observations))
+        assert lazy.ids == eager.ids
+        if step == 0:
+            assert len(lazy._messages) == len(messages)  # not built yet
+    assert lazy.messages == eager.messages
+    assert lazy.messages == eager.messages  # read twice: built once
+
+
+def test_ascii_text_within_the_budget_is_not_tokenized(tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A byte-level BPE tokenizer encodes ASCII text to at most one token per character, so truncate_tokens
+    returns ASCII text no longer than its budget without tokenizing it, as tokenizing it would."""
+    import random
+    import string
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from verl_parl.chat import prompts
+    from verl_parl.swarm import subagent
+
+    assert prompts.facts(tokenizer).ascii_bound
+    rng = random.Random(0)
+    alphabet = string.printable + "<|im_end|><tool_call>"
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+        assert len(prompts.encode(tokenizer, text)) <= len(text)
+    assert not prompts.at_most_one_token_per_char(tokenizer, "数字")  # not ASCII: tokenized
+    metaspace = Tokenizer(models.WordLevel({"[UNK]": 0, "▁a": 1}, unk_token="[UNK]"))
+    metaspace.pre_tokenizer = pre_tokenizers.Metaspace()
+    assert not prompts.facts(PreTrainedTokenizerFast(tokenizer_object=metaspace)).ascii_bound
+    calls: list[str] = []
+    monkeypatch.setattr(subagent, "encode", lambda tok, text: calls.append(text) or prompts.encode(tok, text))
+    assert subagent.truncate_tokens(tokenizer, "final answer", 12) == "final answer"
+    assert calls == []  # 12 characters: at most 12 tokens
+    assert subagent.truncate_tokens(tokenizer, "final answer", 11) == "final answer"  # tokenized: it fits
+    assert calls == ["final answer"]
+
+
 def test_cached_system_prefix_gives_the_full_render(tokenizer: Any) -> None:
     from verl_parl.chat.prompts import initial_ids, render_ids
 

@@ -16,7 +16,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from verl_parl.chat.messages import tool_messages
+from verl_parl.chat.calls import CallError, ToolCall
+from verl_parl.chat.messages import assistant_message, tool_messages
 
 _A, _M1, _M2 = "\x02assistant-probe\x02", "\x03tool-one\x03", "\x03tool-two\x03"
 _U = "\x04user-probe\x04"
@@ -45,11 +46,13 @@ class TokenizerFacts:
     attribute access costs ~1 µs a read, and a swarm reads these thousands of times a second.
     ``backend`` is the Rust tokenizer (or None); ``direct_decode`` says that the wrapper's ``decode``
     would provably do nothing but call it (transformers' own fast-tokenizer ``decode``/``_decode``, no
-    clean-up of tokenization spaces)."""
+    clean-up of tokenization spaces). ``ascii_bound`` says that ASCII text encodes to at most one token per
+    character (:func:`at_most_one_token_per_char`)."""
 
     backend: Any
     direct_decode: bool
     eos_id: int | None
+    ascii_bound: bool = False
 
 
 def facts(tokenizer: Any) -> TokenizerFacts:
@@ -70,6 +73,7 @@ def facts(tokenizer: Any) -> TokenizerFacts:
             and wrapper_inner == "transformers.tokenization_utils_tokenizers"
         ),
         eos_id=getattr(tokenizer, "eos_token_id", None),
+        ascii_bound=backend is not None and _byte_level_bpe(backend),
     )
     try:
         ref = weakref.ref(tokenizer)
@@ -83,6 +87,43 @@ def facts(tokenizer: Any) -> TokenizerFacts:
 
 _FACTS: dict[int, tuple[weakref.ref[Any], TokenizerFacts]] = {}
 
+# normalizers that leave ASCII text as it is (the Unicode normal forms) or change no length (lowercasing)
+_ASCII_NORMALIZERS = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase"}
+
+
+def _byte_level_bpe(backend: Any) -> bool:
+    """Whether ``backend`` is a BPE model behind a byte-level pre-tokenizer (Qwen's, GPT-2's, Llama 3's): every token
+    then covers at least one byte of the normalized input (added tokens at least one character), so ASCII text, left
+    ASCII by an ASCII-preserving normalizer, has at most one token per character."""
+    try:
+        if type(backend.model).__name__ != "BPE":
+            return False
+        normalizer = json.loads(backend.normalizer.__getstate__()) if backend.normalizer is not None else None
+        pre = json.loads(backend.pre_tokenizer.__getstate__()) if backend.pre_tokenizer is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return False
+    if normalizer is not None:
+        kinds = normalizer.get("normalizers") if normalizer.get("type") == "Sequence" else [normalizer]
+        if not isinstance(kinds, list):
+            return False
+        if not all(isinstance(kind, dict) and kind.get("type") in _ASCII_NORMALIZERS for kind in kinds):
+            return False
+    steps = (pre.get("pretokenizers") if pre.get("type") == "Sequence" else [pre]) if isinstance(pre, dict) else None
+    return (
+        isinstance(steps, list)
+        and bool(steps)
+        and all(isinstance(step, dict) and step.get("type") in {"Split", "ByteLevel"} for step in steps)
+        and steps[-1].get("type") == "ByteLevel"
+        and not any(step.get("add_prefix_space") for step in steps)  # a prefix space would be a byte more
+    )
+
+
+def at_most_one_token_per_char(tokenizer: Any, text: str) -> bool:
+    """True when ``text`` provably encodes to at most ``len(text)`` tokens (ASCII text and a byte-level BPE
+    tokenizer, :attr:`TokenizerFacts.ascii_bound`), so that whether it fits a token budget is known without
+    tokenizing it; False when unknown."""
+    return text.isascii() and facts(tokenizer).ascii_bound
+
 
 def encode(tokenizer: Any, text: str) -> list[int]:
     """Token ids of ``text`` without special-token additions; uses the Rust backend directly when the
@@ -90,7 +131,7 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     subagent steps)."""
     backend = facts(tokenizer).backend
     if backend is not None:
-        return list(backend.encode(text, add_special_tokens=False).ids)
+        return backend.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return] - a new list
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
@@ -118,15 +159,31 @@ def framed_ids(tokenizer: Any, left: str, middle: str, right: str) -> list[int]:
     """``encode(tokenizer, left + middle + right)``, tokenizing only the text between the fixed parts'
     innermost safe added tokens (the fixed parts' ids are cached). Tokenizing costs ~0.3 µs per
     character, and the chat template's fixed text is most of a tool-response segment."""
+    ids: list[int] = []
+    extend_framed(ids, tokenizer, frame_for(tokenizer, left, right), left, middle, right)
+    return ids
+
+
+def frame_for(tokenizer: Any, left: str, right: str) -> Frame | None:
+    """The :class:`Frame` of ``left`` and ``right`` (None: they cannot be cut), cached per tokenizer."""
     key = (id(tokenizer), left, right)
     if key not in _FRAMES:
         if len(_FRAMES) >= _MAX_PREFIXES:
             _FRAMES.pop(next(iter(_FRAMES)))
         _FRAMES[key] = _frame(tokenizer, left, right)
-    frame = _FRAMES[key]
+    return _FRAMES[key]
+
+
+def extend_framed(  # noqa: PLR0917 - the per-step helper of framed_ids and PromptBuilder
+    ids: list[int], tokenizer: Any, frame: Frame | None, left: str, middle: str, right: str
+) -> None:
+    """``ids += framed_ids(tokenizer, left, middle, right)``, with ``frame`` that of ``left`` and ``right``."""
     if frame is None:
-        return encode(tokenizer, left + middle + right)
-    return [*frame.left_ids, *encode(tokenizer, frame.left_rest + middle + frame.right_rest), *frame.right_ids]
+        ids += encode(tokenizer, left + middle + right)
+        return
+    ids += frame.left_ids
+    ids += encode(tokenizer, frame.left_rest + middle + frame.right_rest)
+    ids += frame.right_ids
 
 
 def _frame(tokenizer: Any, left: str, right: str) -> Frame | None:
@@ -280,8 +337,7 @@ def initial_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[di
     if key not in _USER_SEGMENTS:
         _USER_SEGMENTS[key] = probe_user_segment(tokenizer)
     user = _USER_SEGMENTS[key]
-    roles = [m.get("role") for m in messages]
-    if user is None or roles != ["system", "user"] or not all(isinstance(m.get("content"), str) for m in messages):
+    if user is None or not _system_and_user(messages):
         return render_ids(tokenizer, messages, schemas)
     # the schemas by identity (each entry keeps its schema objects alive, so an id in a key cannot be
     # reused): tool schemas are fixed once a tool runs, as ToolRuntime's compiled argument check assumes
@@ -294,31 +350,82 @@ def initial_ids(tokenizer: Any, messages: list[dict[str, Any]], schemas: list[di
             messages[:1], tools=schemas or None, tokenize=False, add_generation_prompt=False
         )
         entry = _PREFIXES[cache_key] = (tuple(schemas), encode(tokenizer, prefix))
-    return [*entry[1], *framed_ids(tokenizer, user.head, messages[1]["content"], user.tail)]
+    ids = list(entry[1])
+    frame = frame_for(tokenizer, user.head, user.tail)
+    extend_framed(ids, tokenizer, frame, user.head, messages[1]["content"], user.tail)
+    return ids
+
+
+def _system_and_user(messages: list[dict[str, Any]]) -> bool:
+    """Whether ``messages`` are a system message and a user message, both with text content."""
+    if len(messages) != 2:
+        return False
+    system, user = messages
+    return (
+        system.get("role") == "system"
+        and user.get("role") == "user"
+        and isinstance(system.get("content"), str)
+        and isinstance(user.get("content"), str)
+    )
 
 
 class PromptBuilder:
-    """A conversation's prompt ids (a subagent's), extended step by step."""
+    """A conversation's prompt ids (a subagent's), extended step by step.
+
+    A turn added with :meth:`extend_turn` becomes chat messages (its calls' arguments as JSON) only when
+    :attr:`messages` is read (a context policy, a full re-render): the ids need none of them."""
 
     def __init__(self, tokenizer: Any, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]) -> None:
-        self.tokenizer, self.messages, self.schemas = tokenizer, messages, schemas
+        self.tokenizer, self.schemas = tokenizer, schemas
+        self._messages = messages
+        self._turns: list[tuple[str, list[ToolCall | CallError], str, list[str]]] = []  # not yet in _messages
         self.segment = segment_for(tokenizer)
         self.eos_id = facts(tokenizer).eos_id
         self.ids = initial_ids(tokenizer, messages, schemas)
+        self._frames: dict[bool, Frame | None] = {}  # by "the generation ended with EOS"
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation so far as chat messages."""
+        for content, calls, thinking, observations in self._turns:
+            self._messages.append(assistant_message(content, calls, thinking))
+            self._messages.extend(tool_messages(observations))
+        self._turns.clear()
+        return self._messages
 
     def reset(self, messages: list[dict[str, Any]]) -> None:
         """Start over from ``messages`` (a context policy rewrote the history)."""
-        self.messages = messages
+        self._messages, self._turns = messages, []
         self.ids = render_ids(self.tokenizer, messages, self.schemas)
 
     def extend(self, generated: list[int] | str, assistant: dict[str, Any], observations: list[str]) -> None:
         """Append the assistant turn (as generated) and its tool responses, plus a generation prompt."""
         self.messages.append(assistant)
-        self.messages.extend(tool_messages(observations))
-        if self.segment is None or isinstance(generated, str):
+        self._messages.extend(tool_messages(observations))
+        self._extend_ids(generated, observations)
+
+    def extend_turn(
+        self,
+        generated: list[int] | str,
+        content: str,
+        calls: list[ToolCall | CallError],
+        thinking: str,
+        observations: list[str],
+    ) -> None:
+        """:meth:`extend` with the assistant message ``assistant_message(content, calls, thinking)``, built when
+        :attr:`messages` is read."""
+        self._turns.append((content, calls, thinking, observations))
+        self._extend_ids(generated, observations)
+
+    def _extend_ids(self, generated: list[int] | str, observations: list[str]) -> None:
+        segment = self.segment
+        if segment is None or isinstance(generated, str):
             self.ids = render_ids(self.tokenizer, self.messages, self.schemas)
             return
         ended = bool(generated) and generated[-1] == self.eos_id
-        opening, joined = self.segment.opening(ended), self.segment.sep.join(observations)
+        opening = segment.opening(ended)
+        if ended not in self._frames:
+            self._frames[ended] = frame_for(self.tokenizer, opening, segment.tail)
         self.ids += generated  # in place: generate() is handed a copy
-        self.ids += framed_ids(self.tokenizer, opening, joined, self.segment.tail)
+        joined = segment.sep.join(observations)
+        extend_framed(self.ids, self.tokenizer, self._frames[ended], opening, joined, segment.tail)

@@ -261,7 +261,15 @@ class SwarmEpisode:
     async def _assign_runs(
         self, agent: str, prompts: list[str], deadlines: DeadlineGroup | None = None
     ) -> list[SubagentResult]:
-        return list(await asyncio.gather(*(self._assign(agent, prompt, deadlines) for prompt in prompts)))
+        if len(prompts) == 1:  # an assign_task: already in a task of its own (the turn's gather)
+            return [await self._assign(agent, prompts[0], deadlines)]
+        return list(await asyncio.gather(*self._assignments(agent, prompts, deadlines)))
+
+    def _assignments(
+        self, agent: str, prompts: list[str], deadlines: DeadlineGroup | None
+    ) -> list[Awaitable[SubagentResult]]:
+        # not a comprehension in _assign_runs: its variables would become cells in every subagent's frame
+        return [self._assign(agent, prompt, deadlines) for prompt in prompts]
 
     async def _assign(self, agent: str, task: str, deadlines: DeadlineGroup | None = None) -> SubagentResult:
         if self.hooks is not None:

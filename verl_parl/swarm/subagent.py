@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls, split_thinking
-from verl_parl.chat.messages import assistant_message
-from verl_parl.chat.prompts import PromptBuilder, decode, encode
+from verl_parl.chat.prompts import PromptBuilder, at_most_one_token_per_char, decode, encode
 from verl_parl.context.driver import ContextDriver
 from verl_parl.context.settings import ContextSettings
 from verl_parl.settings.defaults import IN_YAML, yaml_defaults
@@ -64,6 +63,8 @@ class SubagentResult:
 
 def truncate_tokens(tokenizer: Any, text: str, budget: int) -> str:
     """``text`` cut to at most ``budget`` tokens, marked when cut."""
+    if len(text) <= budget and at_most_one_token_per_char(tokenizer, text):
+        return text  # fits without tokenizing it
     ids = encode(tokenizer, text)
     if len(ids) <= budget:
         return text
@@ -122,6 +123,7 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
         result.tokens += n_tokens
         thinking, rest = split_thinking(text)
         content, calls = parse_tool_calls(text, tool_format)
+        tool_log: list[dict[str, Any]] = []
         result.trace.append(
             {
                 "step": result.steps,
@@ -130,22 +132,23 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
                 "start": started,
                 "end": ended,
                 "text": text[:TRACE_CHARS],
-                "tools": [],
+                "tools": tool_log,
             }
         )
         if not calls:
             result.message, result.status = content or rest.strip(), "ok"
             return
         result.tool_calls += len(calls)
-        log = result.trace[-1]["tools"]
-        work = [_timed(log, clock, tools, driver, call) for call in calls]
-        # one call (the common case) runs in this task: gather would wrap it in a task of its own
-        observations = [await work[0]] if len(work) == 1 else await asyncio.gather(*work)
-        prompt.extend(generated, assistant_message(content, calls, thinking), list(observations))
-        rewritten = await driver.manage(prompt.messages, len(prompt.ids))
-        if rewritten is not None:
-            prompt.reset(rewritten)
-            result.context_resets = driver.resets
+        if len(calls) == 1:  # the common case runs in this task: gather would wrap it in a task of its own
+            observations = [await _timed(tool_log, clock, tools, driver, calls[0])]
+        else:
+            observations = list(await asyncio.gather(*_each_timed(tool_log, clock, tools, driver, calls)))
+        prompt.extend_turn(generated, content, calls, thinking, observations)
+        if driver.managed:  # an unmanaged context is never rewritten
+            rewritten = await driver.manage(prompt.messages, len(prompt.ids))
+            if rewritten is not None:
+                prompt.reset(rewritten)
+                result.context_resets = driver.resets
     result.status = "step_budget"
     result.message = (
         f"subagent {result.name!r} stopped: step budget of {limits.max_steps} exhausted before a final answer"
@@ -153,6 +156,17 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
 
 
 TRACE_CHARS = 500  # texts kept per traced step, tool argument and observation
+
+
+def _each_timed(
+    log: list[dict[str, Any]],
+    clock: Callable[[], float],
+    tools: ToolBox,
+    context: ContextDriver,
+    calls: list[ToolCall | CallError],
+) -> list[Awaitable[str]]:
+    # not a comprehension in _loop: its variables would become cells in every subagent's frame
+    return [_timed(log, clock, tools, context, call) for call in calls]
 
 
 async def _timed(
@@ -167,19 +181,25 @@ async def _timed(
     started = clock()
     if isinstance(call, CallError):
         observation = context.label(call.message)
+        name, arguments = "invalid call", {}
     else:
 
         async def run() -> str:
             return (await tools.call(call.name, call.arguments)).text
 
         observation = await context.observe(call, run)
-    entry: dict[str, Any] = {"start": started, "end": clock(), "observation": observation[:TRACE_CHARS]}
-    if isinstance(call, ToolCall):
-        entry.update(name=call.name, arguments={k: str(v)[:TRACE_CHARS] for k, v in call.arguments.items()})
-    else:
-        entry.update(name="invalid call", arguments={})
-    entry["status"] = "error" if observation.startswith("error") else "ok"
-    log.append(entry)
+        name = call.name
+        arguments = {k: str(v)[:TRACE_CHARS] for k, v in call.arguments.items()}
+    log.append(
+        {
+            "start": started,
+            "end": clock(),
+            "observation": observation[:TRACE_CHARS],
+            "name": name,
+            "arguments": arguments,
+            "status": "error" if observation.startswith("error") else "ok",
+        }
+    )
     return observation
 
 
