@@ -122,7 +122,7 @@ class SwarmEpisode:
     async def run_turn(self, calls: list[ToolCall | CallError]) -> list[str]:
         """Execute one turn's calls; returns one observation per call, in call order."""
         observations: list[str | None] = [None] * len(calls)
-        pending: dict[int, Awaitable[str | list[SubagentResult]]] = {}
+        pending: dict[int, Awaitable[str | SubagentResult | list[SubagentResult]]] = {}
         prompts: dict[int, list[str]] = {}  # per assigning call: the prompt of each run
         deadlines = DeadlineGroup(self.limits.subagent_limits.timeout_s)  # one timer for the turn's subagents
         assigned_this_turn = 0
@@ -147,7 +147,8 @@ class SwarmEpisode:
         started = self.clock()
         with relaxed_collection():  # while subagents are in flight (see swarm/heap.py)
             outcomes = await asyncio.gather(*pending.values())
-        done = dict(zip(pending, outcomes, strict=True))
+        # an assign_task's one run as a list, as an assign_each's runs
+        done = {i: [o] if isinstance(o, SubagentResult) else o for i, o in zip(pending, outcomes, strict=True)}
         records = []
         for index, outcome in done.items():
             if isinstance(outcome, str):
@@ -258,18 +259,19 @@ class SwarmEpisode:
         empty = f"error: {ASSIGN_EACH}: items is empty; separate the items with semicolons"
         return run_prompts(ASSIGN_EACH, call.arguments) or empty
 
-    async def _assign_runs(
+    def _assign_runs(
         self, agent: str, prompts: list[str], deadlines: DeadlineGroup | None = None
-    ) -> list[SubagentResult]:
-        if len(prompts) == 1:  # an assign_task: already in a task of its own (the turn's gather)
-            return [await self._assign(agent, prompts[0], deadlines)]
-        return list(await asyncio.gather(*self._assignments(agent, prompts, deadlines)))
+    ) -> Awaitable[SubagentResult | list[SubagentResult]]:
+        """The runs of one assigning call, started when awaited: one subagent (an ``assign_task``: the turn's
+        gather gives it its task, one fewer layer for each of its steps to go through) or all of them."""
+        if len(prompts) == 1:
+            return self._assign(agent, prompts[0], deadlines)
+        return self._gather_runs(agent, prompts, deadlines)
 
-    def _assignments(
+    async def _gather_runs(
         self, agent: str, prompts: list[str], deadlines: DeadlineGroup | None
-    ) -> list[Awaitable[SubagentResult]]:
-        # not a comprehension in _assign_runs: its variables would become cells in every subagent's frame
-        return [self._assign(agent, prompt, deadlines) for prompt in prompts]
+    ) -> list[SubagentResult]:
+        return list(await asyncio.gather(*(self._assign(agent, prompt, deadlines) for prompt in prompts)))
 
     async def _assign(self, agent: str, task: str, deadlines: DeadlineGroup | None = None) -> SubagentResult:
         if self.hooks is not None:

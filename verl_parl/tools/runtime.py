@@ -357,12 +357,13 @@ class ToolRuntime:
     def _slots(self) -> Slots:
         # one per event loop: a waiter's future belongs to the loop that waits on it
         loop = asyncio.get_running_loop()
-        if self._first is not None and self._first[0]() is loop:
-            return self._first[1]
+        first = self._first[0]() if self._first is not None else None
+        if first is loop:
+            return self._first[1]  # type: ignore[index] - first is loop: _first is set
         if self._others is not None and loop in self._others:
             return self._others[loop]
         slots = Slots(self.limits.max_concurrency)
-        if self._first is None or self._first[0]() is None:  # the first loop, or the first loop is gone
+        if first is None or first.is_closed():  # the first loop, or the first loop is gone (or done: asyncio.run)
             self._first = (weakref.ref(loop), slots)
         else:
             if self._others is None:
