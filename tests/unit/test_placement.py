@@ -179,7 +179,7 @@ def test_the_taskrunner_needs_a_cpu_on_the_drivers_node() -> None:
         "ray_kwargs.ray_init.address: the TaskRunner (verl's TaskRunnerV1, on the driver's node: it writes the run "
         "folder) asks Ray for an actor with Ray's default resources, which goes to a node with a CPU and then holds "
         "none on the driver's node; no node of the Ray cluster at 127.0.0.1:6390 there has CPU 1: node 127.0.0.1 "
-        "(bbbbbbbb) has CPU 0. To place it, run python -m verl_parl.main on a node that has a CPU"
+        "(bbbbbbbb) has CPU 0. To place it, run the driver (this command) on a node that has a CPU"
     )
 
 
@@ -220,7 +220,7 @@ def test_a_placement_pending_past_the_bound_names_its_part_bundle_and_the_free_r
     parts = run_parts(run_cfg(), parl())
     assert part_of(group, parts) is not None and part_of(group, parts).name == "policy"
     nodes = nodes_of(node(A, free={"CPU": 1.0, "GPU": 1.0}, CPU=4, GPU=1))
-    assert pending_errors([group], parts, nodes, JOINED, 120) == [
+    assert pending_errors([(group, 120.4)], parts, nodes, JOINED) == [
         "trainer.n_gpus_per_node: Ray has not placed the policy's placement group 'global_poolverl_group_1:0' "
         "(STRICT_PACK: {'CPU': 3, 'GPU': 1}) (trainer.n_gpus_per_node=1 x trainer.nnodes=1) in 120 s "
         "(parl.cluster.placement_timeout_s); the Ray cluster at 127.0.0.1:6390's nodes: node 127.0.0.1 (aaaaaaaa) has "
@@ -230,8 +230,10 @@ def test_a_placement_pending_past_the_bound_names_its_part_bundle_and_the_free_r
         "parl.cluster.placement_timeout_s=<seconds> (null: as long as Ray waits)"
     ]
     stranger = Pending("x", "actor", "", ({"CPU": 9.0},), class_name="Mine")
-    (error,) = pending_errors([stranger], parts, nodes, JOINED, 5)
-    assert error.startswith("parl.cluster.placement_timeout_s: Ray has not placed the run's actor Mine of {'CPU': 9}")
+    (error,) = pending_errors([(stranger, 5.0)], parts, nodes, JOINED)
+    assert error.startswith(
+        "parl.cluster.placement_timeout_s: Ray has not placed the run's actor Mine of {'CPU': 9} in 5 s"
+    )
 
 
 def test_the_watch_times_each_placement_from_when_it_was_first_seen_pending() -> None:

@@ -188,7 +188,7 @@ def alone_error(part: Part, nodes: Sequence[Node], where: Where, run: Mapping[st
             there = " there" if group.pin is not None else ""
             lacking = f"no node of {where.name}{there} has {wanted}: {_nodes_text(shown, list(need))}"
         if group.pin is not None and group.pin.kind == "driver":
-            fix = f"run python -m verl_parl.main on a node that has a CPU, or {where.more({'CPU': 1.0})}"
+            fix = f"run the driver (this command) on a node that has a CPU, or {where.more({'CPU': 1.0})}"
         else:
             fix = where.more(need if where.address is not None else {k: max(need[k], run.get(k, 0.0)) for k in short})
         fewer = f"; or need fewer bundles on one node: {part.key}{part.hint}" if smaller else part.hint
@@ -281,12 +281,12 @@ def part_of(placement: Pending, parts: Sequence[Part]) -> Part | None:
 
 
 def pending_errors(
-    overdue: Sequence[Pending], parts: Sequence[Part], nodes: Sequence[Node], where: Where, waited_s: float
+    pending: Sequence[tuple[Pending, float]], parts: Sequence[Part], nodes: Sequence[Node], where: Where
 ) -> list[str]:
-    """One message per placement Ray has not made in ``waited_s`` seconds: the part, what it asks for, the nodes'
-    free resources and the ways out."""
+    """One message per placement Ray has not made, with the seconds it has waited: the part, what it asks for, the
+    nodes' free resources and the ways out."""
     errors = []
-    for placement in overdue[:MAX_PENDING_SHOWN]:
+    for placement, waited_s in pending[:MAX_PENDING_SHOWN]:
         part = part_of(placement, parts)
         bundles = placement.bundles or ({},)
         packed = Group(bundles, placement.kind).total() if placement.strategy == "STRICT_PACK" else None
@@ -297,12 +297,12 @@ def pending_errors(
         fewer = f", or need less: {part.key}{part.hint}" if part is not None and part.key else ""
         lead = part.key if part is not None and part.key else TIMEOUT_KEY
         errors.append(
-            f"{lead}: Ray has not placed {owner} {placement.text()}{sized} in {waited_s:g} s ({TIMEOUT_KEY}); "
+            f"{lead}: Ray has not placed {owner} {placement.text()}{sized} in {waited_s:.0f} s ({TIMEOUT_KEY}); "
             f"{where.name}'s nodes: {_nodes_text(nodes, names, free=True)}. To place it, {where.more(need)}{fewer}; "
             f"or let it wait longer: {TIMEOUT_KEY}=<seconds> (null: as long as Ray waits)"
         )
-    if len(overdue) > MAX_PENDING_SHOWN:
-        errors.append(f"{TIMEOUT_KEY}: {len(overdue) - MAX_PENDING_SHOWN} more placement(s) of the run are pending")
+    if len(pending) > MAX_PENDING_SHOWN:
+        errors.append(f"{TIMEOUT_KEY}: {len(pending) - MAX_PENDING_SHOWN} more placement(s) of the run are pending")
     return errors
 
 
@@ -336,7 +336,8 @@ def watched(
 ) -> Iterator[None]:
     """Run the block while a thread looks every ``poll_s`` seconds at what the run's job has pending (``read``);
     a placement pending for ``wait_s`` seconds calls ``stop`` (which ends the block's wait) and the block then
-    raises :class:`ConfigError` naming it (:func:`pending_errors`), from whatever the block raised. ``wait_s`` None:
+    raises :class:`ConfigError` naming everything pending then (:func:`pending_errors`), from whatever the block
+    raised. ``wait_s`` None:
     no watch. A failure to read Ray's tables is reported once on stderr and ends the watch, never the run."""
     if wait_s is None:
         yield
@@ -352,9 +353,12 @@ def watched(
     def look() -> None:
         while not done.wait(poll_s):
             try:
-                overdue = watch.observe(read(), time.monotonic())
-                if overdue:
-                    fired.extend(pending_errors(overdue, parts, nodes(), where, wait_s))
+                now, pending = time.monotonic(), read()
+                overdue = watch.observe(pending, now)
+                if overdue:  # everything pending now, the longest waiting first
+                    ordered = sorted(pending, key=lambda p: watch.since[p.ident])
+                    waits = [(p, now - watch.since[p.ident]) for p in ordered]
+                    fired.extend(pending_errors(waits, parts, nodes(), where))
             except Exception as exc:  # noqa: BLE001 - private Ray tables: the watch is a courtesy, the run goes on
                 print(f"[verl-parl] warning: the placement watch stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
                 return

@@ -61,12 +61,14 @@ def live_nodes(
 
 
 def cluster_nodes() -> list[Node]:
-    """The live nodes of the cluster this process is connected to, the driver's marked."""
+    """The live nodes of the cluster this process is connected to, the driver's marked and first, then by address
+    and id."""
     import ray
     from ray._private import state
 
     free = state.available_resources_per_node()
-    return live_nodes(ray.nodes(), free, ray.get_runtime_context().get_node_id())
+    found = live_nodes(ray.nodes(), free, ray.get_runtime_context().get_node_id())
+    return sorted(found, key=lambda node: (not node.driver, node.label, node.node_id))
 
 
 def sorted_ids(nodes: Sequence[Node], resource: str | None = None) -> list[str]:
