@@ -46,20 +46,11 @@ def listening(port: int) -> bool:
 
 
 def descendants(root: int) -> set[int]:
-    """``root`` and every process below it (read from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, grew = {root}, True
-    while grew:
-        below = {pid for pid, parent in parents.items() if parent in found} - found
-        found |= below
-        grew = bool(below)
-    return found
+    """``root`` and every process below it (tests/e2e/two_nodes.py's, on the tests' path; not on the nodes' process's,
+    which never needs it)."""
+    from two_nodes import descendants as below
+
+    return below(root)
 
 
 def stop_tree(process: subprocess.Popen[Any], pids: set[int]) -> None:

@@ -13,6 +13,7 @@ SIGTERM (:func:`exit_on_sigterm`)          ``terminated (SIGTERM)``             
 a write failed: disk or quota full         ``the disk of the run folder <path> is full``     1
 a Ray worker's process died                ``a Ray worker died: <class> (pid <n>)``          1
 a start-up check of the cluster failed     ``invalid config:`` and each problem              2
+a placement Ray did not make in time       ``invalid config:`` and what is still pending     2
 anything else                              ``training failed: <type>: <first line>``         1
 =========================================  ==============================================  ====
 """

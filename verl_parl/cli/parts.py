@@ -249,7 +249,6 @@ def run_parts(cfg: DictConfig, parl: ParlConfig) -> list[Part]:
     by_name = {part.name: part for part in gpu_parts(cfg, parl)}
     serving = frozen_serving(cfg, parl)
     reward_workers = _int(cfg, "reward.num_workers", 1)
-    loop_workers = _int(cfg, "actor_rollout_ref.rollout.agent.num_workers", 1)
     parts = [
         Part(
             "TaskRunner",
@@ -268,20 +267,8 @@ def run_parts(cfg: DictConfig, parl: ParlConfig) -> list[Part]:
         storage_part(cfg),
         by_name["policy"],
         *(by_name[name] for name in ("reward model", "distillation teacher", "standalone rollout") if name in by_name),
-        Part(
-            "reward-loop workers",
-            "reward.num_workers",
-            f"reward.num_workers={reward_workers}",
-            (Group(one_cpu, held=False),),
-            ray_names=(r"^actor RewardLoopWorker",),
-        ),
-        Part(
-            "agent-loop workers",
-            "actor_rollout_ref.rollout.agent.num_workers",
-            f"actor_rollout_ref.rollout.agent.num_workers={loop_workers}",
-            (Group(one_cpu, held=False),),
-            ray_names=(r"^actor AgentLoopWorker",),
-        ),
+        workers_part("reward-loop workers", "reward.num_workers", reward_workers, "RewardLoopWorker"),
+        workers_part("agent-loop workers", LOOP_WORKERS, _int(cfg, LOOP_WORKERS, 1), "AgentLoopWorker"),
         *([] if serving is None else [frozen_part(serving)]),
     ]
     if _get(cfg, "reward.reward_manager.name") == "remote":
@@ -296,6 +283,16 @@ def run_parts(cfg: DictConfig, parl: ParlConfig) -> list[Part]:
             )
         )
     return [part for part in parts if part.groups]
+
+
+LOOP_WORKERS = "actor_rollout_ref.rollout.agent.num_workers"
+
+
+def workers_part(name: str, key: str, count: int, actor_class: str) -> Part:
+    """verl's ``count`` workers of ``actor_class``, actors of Ray's default resources spread over the nodes with a
+    CPU: each needs a node with a CPU to be placed on, and holds none."""
+    group = Group(({"CPU": 1.0},), held=False)
+    return Part(name, key, f"{key}={count}", (group,), ray_names=(f"^actor {actor_class}",))
 
 
 def storage_part(cfg: DictConfig) -> Part:

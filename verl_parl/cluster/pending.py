@@ -16,6 +16,8 @@ from dataclasses import dataclass
 __all__ = ["PENDING_GROUP_STATES", "Pending", "PendingWatch", "bundle_text", "pending_placements"]
 
 PENDING_GROUP_STATES = ("PENDING", "RESCHEDULING")
+DEFAULT_ACTOR = {"CPU": 1.0}
+"""What an actor of Ray's default resources asks to be placed (it holds none after: its table shows ``{}``)."""
 
 
 def bundle_text(bundle: Mapping[str, float]) -> str:
@@ -105,7 +107,7 @@ def pending_placements(job_id: str) -> list[Pending]:
         demand = demanded_shapes()
         for actor in waiting:
             shape = {str(k): float(v) for k, v in actor.required_resources.items()}
-            if shape in demand or (not shape and demand):
+            if shape in demand or (not shape and DEFAULT_ACTOR in demand):
                 found.append(Pending(actor.actor_id.hex(), "actor", actor.name, (shape,), class_name=actor.class_name))
     return found
 
