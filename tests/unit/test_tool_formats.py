@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -70,3 +72,34 @@ def test_the_config_names_a_format_our_loops_cannot_parse() -> None:
     assert error.startswith("actor_rollout_ref.rollout.multi_turn.format: 'glm' is one of verl's tool_agent formats")
     cfg.actor_rollout_ref.rollout.multi_turn.format = "qwen3_coder"
     assert chat_format_errors(cfg, ParlConfig(output_dir="run")) == []
+
+
+def test_call_blocks_are_found_as_the_regular_expression_finds_them() -> None:
+    """The blocks are cut with str.find; the pattern they were cut with before is the reference."""
+    import random
+
+    from verl_parl.chat import calls
+
+    atoms = ["<tool_call>", "</tool_call>", "<tool_", "call>", "x", "\n", '{"name": "a", "arguments": {}}', "</", ">"]
+    rng = random.Random(0)
+    for _ in range(5000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randrange(0, 12)))
+        assert calls._bodies(text) == calls._CALL.findall(text), text
+
+
+@pytest.mark.parametrize(
+    "body",
+    ['{"a": 1}', ' {"a": 1}\n', '{"a": 1} x', "", " ", "{", '{"a": [1, 2', '"s"', "1 2", "[1]\t", "nul", "\x0b{}"],
+)
+def test_a_call_body_decodes_as_json_loads_decodes_it(body: str) -> None:
+    import json
+
+    from verl_parl.chat import calls
+
+    def outcome(loads: Any) -> tuple[Any, ...]:
+        try:
+            return ("value", loads(body))
+        except json.JSONDecodeError as exc:
+            return ("error", exc.msg, exc.pos)
+
+    assert outcome(calls._loads) == outcome(json.loads)

@@ -69,12 +69,45 @@ def parse_tool_calls(text: str, fmt: str = "hermes") -> tuple[str, list[ToolCall
     if fmt not in TOOL_FORMATS:
         raise ValueError(f"unknown tool-call format {fmt!r}; known: {TOOL_FORMATS}")
     _, text = split_thinking(text)
-    content = text.split("<tool_call>", 1)[0].strip()
+    content = text.split(_OPEN, 1)[0].strip()
     parse = _parse_one if fmt == "hermes" else _parse_xml
-    calls: list[ToolCall | CallError] = [parse(body) for body in _CALL.findall(text)]
-    if text.count("<tool_call>") > len(calls):
+    calls: list[ToolCall | CallError] = [parse(body) for body in _bodies(text)]
+    if text.count(_OPEN) > len(calls):
         calls.append(CallError("error: a <tool_call> block was not closed with </tool_call>"))
     return content, calls
+
+
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+
+
+def _bodies(text: str) -> list[str]:
+    """``_CALL.findall(text)`` (each opening tag's text up to the next closing tag after it), with ``str.find``."""
+    bodies: list[str] = []
+    start = text.find(_OPEN)
+    while start >= 0:
+        end = text.find(_CLOSE, start + len(_OPEN))
+        if end < 0:
+            break
+        bodies.append(text[start + len(_OPEN) : end])
+        start = text.find(_OPEN, end + len(_CLOSE))
+    return bodies
+
+
+_DECODER = json.JSONDecoder()
+_JSON_SPACE = " \t\n\r"  # what json's decoder skips around a value
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``, calling the decoder's scanner directly (json.loads' own whitespace handling is two
+    regular-expression matches); any problem is left to ``json.loads``, which raises its own error."""
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    try:
+        value, end = _DECODER.scan_once(text, start)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        return json.loads(text)
+    return value
 
 
 def _parse_xml(body: str) -> ToolCall | CallError:
@@ -100,7 +133,7 @@ def _parse_xml(body: str) -> ToolCall | CallError:
 
 def _parse_one(body: str) -> ToolCall | CallError:
     try:
-        call = json.loads(body)
+        call = _loads(body)
     except json.JSONDecodeError as exc:
         return CallError(f"error: tool call is not valid JSON ({exc.msg} at position {exc.pos})")
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
