@@ -288,9 +288,10 @@ def pending_errors(
     errors = []
     for placement, waited_s in pending[:MAX_PENDING_SHOWN]:
         part = part_of(placement, parts)
-        bundles = placement.bundles or ({},)
+        bundles: tuple[Mapping[str, float], ...] = placement.bundles or ({},)
         packed = Group(bundles, placement.kind).total() if placement.strategy == "STRICT_PACK" else None
-        need = packed if packed is not None else dict(max(bundles, key=lambda b: sum(b.values())))
+        biggest: Mapping[str, float] = max(bundles, key=_size)
+        need = packed if packed is not None else dict(biggest)
         names = list(need) or ["CPU"]
         owner = f"the {part.name}'s" if part is not None else "the run's"
         sized = f" ({part.how})" if part is not None else ""
@@ -304,6 +305,10 @@ def pending_errors(
     if len(pending) > MAX_PENDING_SHOWN:
         errors.append(f"{TIMEOUT_KEY}: {len(pending) - MAX_PENDING_SHOWN} more placement(s) of the run are pending")
     return errors
+
+
+def _size(bundle: Mapping[str, float]) -> float:
+    return sum(bundle.values())
 
 
 def stop_task_runner() -> None:
