@@ -201,6 +201,8 @@ def test_labels_and_custom_resources_of_the_frozen_servers() -> None:
     (error,) = placement_errors(run_parts(run_cfg(), settings), labelled, JOINED)
     assert error.startswith("parl.subagent.instances: the frozen group ")  # 2 servers, 1 frozen: together
     assert "--resources='{\"frozen\": 1}'" in error
+    either = parl(instances=1, resources={"frozen": 1}, label_selector={"role": "in(frozen,spare)"})
+    assert placement_errors(run_parts(run_cfg(), either), plain, JOINED) == []  # Ray's operators are Ray's to apply
 
 
 def test_the_search_is_exact_and_gives_up_without_a_verdict() -> None:

@@ -106,7 +106,13 @@ def allowed_nodes(group: Group, nodes: Sequence[Node]) -> list[int]:
         ids = sorted_ids(nodes, group.pin.resource)
         chosen = ids[group.pin.index % len(ids)] if ids else None
         candidates = [i for i in candidates if nodes[i].node_id == chosen]
-    return [i for i in candidates if all(nodes[i].labels.get(k) == v for k, v in group.labels.items())]
+    return [i for i in candidates if all(_label_matches(nodes[i].labels.get(k), v) for k, v in group.labels.items())]
+
+
+def _label_matches(value: str | None, wanted: str) -> bool:
+    """Whether a node's label ``value`` satisfies ``wanted``: equal to it; Ray's operators (``!x``, ``in(a,b)``,
+    ``!in(a,b)``) are left to Ray (taken as satisfied: the check never refuses what Ray might place)."""
+    return value == wanted or wanted.startswith(("!", "in("))
 
 
 def _where_on(group: Group) -> str:
