@@ -4,7 +4,7 @@ how the policy's own tool calls and the other results are observed, and the toke
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from verl_parl.chat.calls import ToolCall
 from verl_parl.context.driver import ContextDriver
@@ -91,6 +91,27 @@ def test_the_policy_s_own_calls_run_in_it_and_other_results_are_labelled() -> No
     assert observations == ["[result 1] first", "discarded results [1]", "[result 2] second"]
     assert asyncio.run(context.observe(ToolCall("discard_results", {"results": [2]}), run)) == "discarded results [2]"
     assert context.due(0)  # the policy asked to rewrite, whatever the length
+
+
+def test_a_call_observed_in_a_tool_box_runs_there_unless_the_policy_owns_it() -> None:
+    from verl_parl.tools.runtime import ToolBox
+
+    class Search:
+        schema: ClassVar[dict[str, Any]] = {
+            "type": "function",
+            "function": {"name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}},
+        }
+
+        async def run(self, arguments: dict[str, Any]) -> str:
+            return f"found {arguments}"
+
+    context = driver("discard_results", trigger_tokens=10**6)
+    box = ToolBox([Search()])
+    observed = asyncio.run(context.observe_tool(ToolCall("search", {"q": "a"}), box))
+    assert observed == "[result 1] found {'q': 'a'}"
+    owned = asyncio.run(context.observe_tool(ToolCall("discard_results", {"results": [1]}), box))
+    assert owned == "discarded results [1]"
+    assert len(box.runtimes["search"].metrics.records) == 1  # the policy's own call did not run in the box
 
 
 def test_the_counts_follow_the_context() -> None:

@@ -25,6 +25,7 @@ from verl_parl.context.summarizer import make_summarizer
 if TYPE_CHECKING:
     from verl_parl.chat.backend import GenerateBackend
     from verl_parl.context.settings import ContextSettings
+    from verl_parl.tools.runtime import ToolBox
 
 
 class ContextDriver:
@@ -89,6 +90,12 @@ class ContextDriver:
         if self.owns(call):
             return self.policy.handle_call(call.name, call.arguments)
         return self.label(await run())
+
+    async def observe_tool(self, call: Any, tools: ToolBox) -> str:
+        """:meth:`observe` of a call that runs in ``tools`` (its result's text), without a closure to run it."""
+        if self.owns(call):
+            return self.policy.handle_call(call.name, call.arguments)
+        return self.label((await tools.call(call.name, call.arguments)).text)
 
     async def observe_all(self, calls: Sequence[Any], run: Callable[[list[Any]], Awaitable[list[str]]]) -> list[str]:
         """Observations in call order: the policy's own calls run in the policy, the others together in one

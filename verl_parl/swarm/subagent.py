@@ -183,11 +183,7 @@ async def _timed(
         observation = context.label(call.message)
         name, arguments = "invalid call", {}
     else:
-
-        async def run() -> str:
-            return (await tools.call(call.name, call.arguments)).text
-
-        observation = await context.observe(call, run)
+        observation = await context.observe_tool(call, tools)
         name = call.name
         arguments = {k: str(v)[:TRACE_CHARS] for k, v in call.arguments.items()}
     log.append(
