@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import urllib.error
 import urllib.request
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,11 @@ def package_index() -> str:
     configured = subprocess.run(
         [sys.executable, "-m", "pip", "config", "get", "global.index-url"], capture_output=True, text=True, check=False
     )
-    return configured.stdout.strip() if configured.returncode == 0 and configured.stdout.strip() else "https://pypi.org/simple"
+    return (
+        configured.stdout.strip()
+        if configured.returncode == 0 and configured.stdout.strip()
+        else "https://pypi.org/simple"
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
