@@ -53,6 +53,7 @@ class TokenizerFacts:
     direct_decode: bool
     eos_id: int | None
     ascii_bound: bool = False
+    batch_fast: bool = False  # the backend has ``encode_batch_fast`` (tokenizers 0.20+: ids without offsets)
 
 
 def facts(tokenizer: Any) -> TokenizerFacts:
@@ -74,6 +75,7 @@ def facts(tokenizer: Any) -> TokenizerFacts:
         ),
         eos_id=getattr(tokenizer, "eos_token_id", None),
         ascii_bound=backend is not None and _byte_level_bpe(backend),
+        batch_fast=callable(getattr(backend, "encode_batch_fast", None)),
     )
     try:
         ref = weakref.ref(tokenizer)
@@ -128,10 +130,14 @@ def at_most_one_token_per_char(tokenizer: Any, text: str) -> bool:
 def encode(tokenizer: Any, text: str) -> list[int]:
     """Token ids of ``text`` without special-token additions; uses the Rust backend directly when the
     tokenizer has one (the Python wrapper costs ~0.1 ms per call, which adds up over thousands of
-    subagent steps)."""
-    backend = facts(tokenizer).backend
-    if backend is not None:
-        return backend.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return] - a new list
+    subagent steps), through ``encode_batch_fast`` where it has that: the same ids without the character
+    offsets, 5-25 % less CPU (the more, the longer the text: a tool response of 3,500 characters 0.69 ms
+    instead of 0.92 ms with the tiny model's Qwen2-style tokenizer)."""
+    found = facts(tokenizer)
+    if found.batch_fast:
+        return found.backend.encode_batch_fast([text], add_special_tokens=False)[0].ids  # type: ignore[no-any-return]
+    if found.backend is not None:
+        return found.backend.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return] - a new list
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
