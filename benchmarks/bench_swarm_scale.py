@@ -392,14 +392,27 @@ async def run_worker(model: str, args: argparse.Namespace) -> dict[str, Any]:
     gc.collect()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     SERVER_CPU[0] = 0.0
+    collector = [0.0, 0.0]  # CPU seconds in the cyclic garbage collector; the start of the running pass
+
+    def timed_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collector[1] = time.process_time()
+        else:
+            collector[0] += time.process_time() - collector[1]
+
+    gc.callbacks.append(timed_gc)
     cpu, wall = time.process_time(), time.perf_counter()
-    outputs = await asyncio.gather(*(episode(i) for i in range(args.episodes)))
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    try:
+        outputs = await asyncio.gather(*(episode(i) for i in range(args.episodes)))
+    finally:
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        gc.callbacks.remove(timed_gc)
     last = [o[-1] if isinstance(o, list) else o for o in outputs]
     return {
         "simulated_s": asyncio.get_running_loop().time(),
         "cpu_s": cpu,
         "server_cpu_s": SERVER_CPU[0],
+        "gc_s": collector[0],
         "wall_s": wall,
         "peak_rss_delta_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss,
         "critical_steps": [o.extra_fields["parl_critical_steps"] for o in last],
@@ -431,7 +444,8 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
           f"tokens generated: subagents {frozen.tokens}, orchestrators {policy.tokens}")  # fmt: skip
     print(f"  simulated step time (generation): {step_s:.0f} s; wall time of this run {result['wall_s']:.1f} s")
     print(f"  orchestration CPU of this worker: {orchestration:.1f} s ({result['server_cpu_s']:.1f} s of latency "
-          f"model left out) = {orchestration / steps * 1e6:.0f} us per subagent step")  # fmt: skip
+          f"model left out) = {orchestration / steps * 1e6:.0f} us per subagent step; cyclic GC "
+          f"{result['gc_s']:.1f} s of it")  # fmt: skip
     print(f"  orchestration CPU / simulated generation time: {orchestration / step_s:.4f} for this worker's "
           f"{args.episodes} episodes; {full_cpu / step_s:.3f} for all {args.scale_episodes} in one worker")  # fmt: skip
     print(f"  peak memory: +{result['peak_rss_delta_kib'] / 1024:.0f} MiB RSS for {in_flight} subagents in flight "
