@@ -1,5 +1,5 @@
-"""End to end on vLLM's CPU build (``bash scripts/install.sh test`` installs it): ``parl_swarm`` on the default task
-(``fanout``), 3 GRPO steps, with the policy's rollouts on verl's own vLLM server
+"""End to end on vLLM's CPU build (``bash scripts/install.sh test`` installs it): ``parl_swarm`` on the ``fanout``
+task, 4 GRPO steps, with the policy's rollouts on verl's own vLLM server
 (``actor_rollout_ref.rollout.name=vllm``, weights synced from the trainer every step through verl's checkpoint
 engine) and the dedicated frozen-subagent group on a vLLM replica (``parl.subagent.engine=vllm``, never
 weight-synced). One shared run, several checks; it is also the frozen group's fault test on vLLM: once step 1 is
@@ -9,10 +9,11 @@ reach it fail naming it, the group restarts it, and the run goes on to step 3.
 The rollout-vs-trainer gap (``training/rollout_probs_diff_max``: the largest difference between the probability
 vLLM gave a sampled token and the one the trainer computes for it with the weights just synced) is logged in
 verl's decoupled mode (``bypass_mode=false``). Both sides compute in fp32 (the CPU profile), so a working sync
-keeps it far below :data:`GAP_MAX`; a sync that did not happen leaves the rollout one update behind. A second run,
-the negative control (:func:`vllm_stale_run`), skips the weight sync after step 2 on purpose: the same check must
-fail its step 3. Both runs record every weight sync the trainer made (a module verl imports in every process,
-``VERL_USE_EXTERNAL_MODULES``: :data:`SYNC_MODULE`), so the real run shows one before every rollout.
+keeps it far below :data:`GAP_MAX`; a sync that did not happen leaves the rollout one update behind. The same run is
+its own negative control: the weight sync after step 3's update is skipped on purpose (:data:`SKIPPED_SYNC`), so the
+same check that steps 1-3 pass must fail step 4 (one run, not a second one: a vLLM run's start costs minutes of CPU).
+The run records every weight sync the trainer made (a module verl imports in every process,
+``VERL_USE_EXTERNAL_MODULES``: :data:`SYNC_MODULE`): one before every rollout but the skipped one.
 
 That the policy generated on vLLM is read from vLLM's own log, not inferred from the config: each vLLM engine core
 logs ``Initializing a V1 LLM engine`` when it starts, and the run's log holds one more of them than the frozen group
@@ -35,7 +36,7 @@ from typing import Any
 
 import psutil
 import pytest
-from main_runs import MainRun, assert_trained
+from main_runs import MainRun
 from run_pool import Launch, RunSpec, shared_run, step_logged
 from verl_parl_demo.modelbuild.shipped import WEIGHTS_FILE
 
@@ -44,13 +45,13 @@ from verl_parl.testing.engines import vllm_missing
 _MISSING = vllm_missing()
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
 
-STEPS = 3
+STEPS = 4
 KILLED_AFTER = 1  # the frozen replica's server is killed once this step is logged
 # The rollout-vs-trainer gap that passes (docs/engines.md): measured on vLLM with a sync every step 2e-6 to 1.9e-5,
 # with the sync after step 2 skipped 0.477 at step 3 (the hf server's after one missed update: 5.5e-4, docs/cpu.md).
-# The negative control below must exceed it, the real run stay under it.
+# The stale step must exceed it, the synced ones stay under it.
 GAP_MAX = 1e-4
-SKIPPED_SYNC = 2  # the negative control skips the weight sync after step 2's update: step 3's rollout is stale
+SKIPPED_SYNC = 3  # the weight sync after step 3's update is skipped: step 4's rollout is stale (the negative control)
 
 # Imported by verl in every process of a run (VERL_USE_EXTERNAL_MODULES): records each weight sync of the trainer's
 # checkpoint manager (its global_steps) in $VP_SYNC_LOG, and skips the one of $VP_SKIP_SYNC, if set.
@@ -125,16 +126,16 @@ class KillFrozenReplica:
 
 @shared_run
 def vllm_swarm_run(path: Path) -> RunSpec:
-    """3 steps of parl_swarm on the default task, the policy and the dedicated frozen group on vLLM; the group's
-    replica is killed after step 1. verl starts the frozen replica on a pool of (logical) GPUs of its own: the CPU
-    profile declares one for it besides the trainer's."""
+    """4 steps of parl_swarm on the fanout task, the policy and the dedicated frozen group on vLLM; the group's
+    replica is killed after step 1, and the weight sync after step 3 is skipped. verl starts the frozen replica on a
+    pool of (logical) GPUs of its own: the CPU profile declares one for it besides the trainer's."""
     if _MISSING:
         pytest.skip(_MISSING)
     path.mkdir(parents=True)
     (path / "frozen.sha256").write_text(weights_sha256(frozen_model()))  # before the run
     return RunSpec(
         overrides=(*POLICY_ON_VLLM, "parl.subagent.mode=dedicated", "parl.subagent.engine=vllm"),
-        env=sync_env(path),
+        env=sync_env(path, skip=SKIPPED_SYNC),
         trigger=KillFrozenReplica(after=KILLED_AFTER),
     )
 
@@ -168,16 +169,6 @@ def sync_env(path: Path, skip: int | None = None) -> dict[str, str]:
     return env if skip is None else {**env, "VP_SKIP_SYNC": str(skip)}
 
 
-@shared_run
-def vllm_stale_run(path: Path) -> RunSpec:
-    """The negative control: the policy on vLLM as above (its subagents on the hf server: the frozen group is not
-    what it checks), with the weight sync after step 2's update skipped on purpose."""
-    if _MISSING:
-        pytest.skip(_MISSING)
-    path.mkdir(parents=True)
-    return RunSpec(overrides=(*POLICY_ON_VLLM, "parl.subagent.engine=hf"), env=sync_env(path, skip=SKIPPED_SYNC))
-
-
 def syncs(run: MainRun) -> list[str]:
     return (run.path / "syncs.txt").read_text().split("\n")[:-1]
 
@@ -196,36 +187,40 @@ def subagent_calls(run: MainRun) -> dict[int, list[dict[str, Any]]]:
 
 
 def test_policy_on_vllm_trains_with_a_fresh_weight_sync_every_step(vllm_swarm_run: MainRun) -> None:
-    train = assert_trained(vllm_swarm_run.result, vllm_swarm_run.run_dir, steps=STEPS)
+    train = trained_records(vllm_swarm_run)
+    synced = [r for r in train if r["training/global_step"] <= SKIPPED_SYNC]
     for record in train:
         assert math.isfinite(record["critic/score/mean"])
         assert math.isfinite(record["actor/grad_norm"])
+    for record in synced:
         gap = record["training/rollout_probs_diff_max"]  # logged: decoupled mode
         assert 0 <= gap < GAP_MAX, f"step {record['training/global_step']}: rollout-vs-trainer gap {gap}"
-    assert any(r["actor/grad_norm"] > 0 for r in train)  # the policy was updated, so a later gap saw a sync
-    # a sync before every rollout: at the start (the weights of step 0) and after each update before the last
-    assert [f"synced {step}" for step in range(STEPS)] == syncs(vllm_swarm_run)[:STEPS], syncs(vllm_swarm_run)
+    assert any(r["actor/grad_norm"] > 0 for r in synced)  # the policy was updated, so a later gap saw a sync
+    # a sync before every rollout: at the start (the weights of step 0) and after each update before the last, but
+    # the one skipped on purpose
+    expected = [f"{'skipped' if step == SKIPPED_SYNC else 'synced'} {step}" for step in range(STEPS)]
+    assert syncs(vllm_swarm_run)[:STEPS] == expected, syncs(vllm_swarm_run)
 
 
-def test_the_gap_check_fails_a_run_whose_weight_sync_was_skipped(vllm_stale_run: MainRun) -> None:
-    """The negative control: with the sync after step 2 skipped, step 3's rollout ran on step 1's weights, and the
-    same threshold that the real run passes must catch it."""
-    run = vllm_stale_run
-    train = assert_trained_gapless(run)
-    assert f"skipped {SKIPPED_SYNC}" in syncs(run)
+def test_the_gap_check_fails_the_step_whose_weight_sync_was_skipped(vllm_swarm_run: MainRun) -> None:
+    """The negative control: with the sync after step 3 skipped, step 4's rollout ran on step 2's weights, and the
+    same threshold that the synced steps pass must catch it."""
+    train = trained_records(vllm_swarm_run)
     gaps = {r["training/global_step"]: r["training/rollout_probs_diff_max"] for r in train}
-    assert gaps[1] < GAP_MAX and gaps[2] < GAP_MAX, gaps  # synced
     assert gaps[SKIPPED_SYNC + 1] >= GAP_MAX, f"a stale rollout passed the gap check: {gaps}"
     assert {r["training/global_step"]: r["actor/grad_norm"] for r in train}[SKIPPED_SYNC] > 0  # there was an update
 
 
-def assert_trained_gapless(run: MainRun) -> list[dict[str, Any]]:
-    """The run's training records (it finished; its gaps are checked by the caller, not by ``assert_trained``)."""
+def trained_records(run: MainRun) -> list[dict[str, Any]]:
+    """The run's training records, after checking it finished every step (its gaps are checked by the callers, not by
+    ``assert_trained``: the stale step's is large on purpose)."""
     from main_runs import read_metrics
 
     assert run.result.returncode == 0, run.result.stderr[-4000:]
     train = [r for r in read_metrics(run.run_dir) if "training/global_step" in r]
     assert [r["training/global_step"] for r in train] == list(range(1, STEPS + 1))
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["succeeded"] is True and summary["steps"] == STEPS and summary["profile"] == "cpu"
     return train
 
 
@@ -237,7 +232,7 @@ def test_the_policy_generated_on_a_vllm_engine(vllm_swarm_run: MainRun) -> None:
 
 
 def test_subagents_were_served_by_the_frozen_vllm_group(vllm_swarm_run: MainRun) -> None:
-    train = assert_trained(vllm_swarm_run.result, vllm_swarm_run.run_dir, steps=STEPS)
+    train = trained_records(vllm_swarm_run)
     for record in train:
         # one live frozen instance, and it is the vLLM group: engine=vllm starts no hf server
         assert record["parl/frozen/instances"] == 1
@@ -263,7 +258,7 @@ def subagent_max_steps(run: MainRun) -> int:
 def test_a_killed_frozen_replica_fails_its_subagents_by_name_and_is_restarted(vllm_swarm_run: MainRun) -> None:
     """The fault test of the frozen group on vLLM: killed after step 1, restarted, the run trained on."""
     run = vllm_swarm_run
-    train = assert_trained(run.result, run.run_dir, steps=STEPS)
+    train = trained_records(run)
     first, *restarted = replica_pids((run.run_dir / "console.log").read_text(errors="replace"))
     assert first == run.notes["killed_pid"] and len(restarted) == 1 and restarted[0] != first
     assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
@@ -272,7 +267,7 @@ def test_a_killed_frozen_replica_fails_its_subagents_by_name_and_is_restarted(vl
     for call in failed:
         assert "FrozenServerError: parl_frozen_group replica 0 died while generating" in call["failure"], call
     restarts = {r["training/global_step"]: r["parl/frozen/restarts"] for r in train}
-    assert restarts == {1: 0, 2: 1, 3: 1}
+    assert restarts == {1: 0, **{step: 1 for step in range(2, STEPS + 1)}}
 
 
 def test_frozen_checkpoint_is_unchanged(vllm_swarm_run: MainRun) -> None:
