@@ -103,3 +103,13 @@ def test_a_call_body_decodes_as_json_loads_decodes_it(body: str) -> None:
             return ("error", exc.msg, exc.pos)
 
     assert outcome(calls._loads) == outcome(json.loads)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['<think>x <tool_call>{"name": "a"}</tool_call></think>ok <tool_call>{"name": "b"}</tool_call>', "plain", ""],
+)
+def test_calls_parsed_after_a_split_reasoning_block_are_the_turns_calls(text: str) -> None:
+    from verl_parl.chat.calls import parse_calls
+
+    assert parse_calls(split_thinking(text)[1]) == parse_tool_calls(text)

@@ -68,7 +68,14 @@ def parse_tool_calls(text: str, fmt: str = "hermes") -> tuple[str, list[ToolCall
     """
     if fmt not in TOOL_FORMATS:
         raise ValueError(f"unknown tool-call format {fmt!r}; known: {TOOL_FORMATS}")
-    _, text = split_thinking(text)
+    return parse_calls(split_thinking(text)[1], fmt)
+
+
+def parse_calls(text: str, fmt: str = "hermes") -> tuple[str, list[ToolCall | CallError]]:
+    """:func:`parse_tool_calls` of a turn's text after its reasoning block (the ``rest`` of
+    :func:`split_thinking`), for a loop that has split it already."""
+    if fmt not in TOOL_FORMATS:
+        raise ValueError(f"unknown tool-call format {fmt!r}; known: {TOOL_FORMATS}")
     content = text.split(_OPEN, 1)[0].strip()
     parse = _parse_one if fmt == "hermes" else _parse_xml
     calls: list[ToolCall | CallError] = [parse(body) for body in _bodies(text)]

@@ -127,13 +127,14 @@ def at_most_one_token_per_char(tokenizer: Any, text: str) -> bool:
     return text.isascii() and facts(tokenizer).ascii_bound
 
 
-def encode(tokenizer: Any, text: str) -> list[int]:
+def encode(tokenizer: Any, text: str, found: TokenizerFacts | None = None) -> list[int]:
     """Token ids of ``text`` without special-token additions; uses the Rust backend directly when the
     tokenizer has one (the Python wrapper costs ~0.1 ms per call, which adds up over thousands of
     subagent steps), through ``encode_batch_fast`` where it has that: the same ids without the character
     offsets, 5-25 % less CPU (the more, the longer the text: a tool response of 3,500 characters 0.69 ms
-    instead of 0.92 ms with the tiny model's Qwen2-style tokenizer)."""
-    found = facts(tokenizer)
+    instead of 0.92 ms with the tiny model's Qwen2-style tokenizer). ``found``: the tokenizer's
+    :func:`facts`, when the caller holds them."""
+    found = found or facts(tokenizer)
     if found.batch_fast:
         return found.backend.encode_batch_fast([text], add_special_tokens=False)[0].ids  # type: ignore[no-any-return]
     if found.backend is not None:
@@ -141,10 +142,11 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def decode(tokenizer: Any, ids: list[int]) -> str:
+def decode(tokenizer: Any, ids: list[int], found: TokenizerFacts | None = None) -> str:
     """``tokenizer.decode(ids, skip_special_tokens=True)``; calls the Rust backend directly when that is
-    provably all the wrapper would do (:attr:`TokenizerFacts.direct_decode`), else the wrapper."""
-    found = facts(tokenizer)
+    provably all the wrapper would do (:attr:`TokenizerFacts.direct_decode`), else the wrapper. ``found``: the
+    tokenizer's :func:`facts`, when the caller holds them."""
+    found = found or facts(tokenizer)
     if found.direct_decode and isinstance(ids, list):
         return str(found.backend.decode(ids, skip_special_tokens=True))
     return str(tokenizer.decode(ids, skip_special_tokens=True))
@@ -181,14 +183,21 @@ def frame_for(tokenizer: Any, left: str, right: str) -> Frame | None:
 
 
 def extend_framed(  # noqa: PLR0917 - the per-step helper of framed_ids and PromptBuilder
-    ids: list[int], tokenizer: Any, frame: Frame | None, left: str, middle: str, right: str
+    ids: list[int],
+    tokenizer: Any,
+    frame: Frame | None,
+    left: str,
+    middle: str,
+    right: str,
+    found: TokenizerFacts | None = None,
 ) -> None:
-    """``ids += framed_ids(tokenizer, left, middle, right)``, with ``frame`` that of ``left`` and ``right``."""
+    """``ids += framed_ids(tokenizer, left, middle, right)``, with ``frame`` that of ``left`` and ``right``
+    (``found``: the tokenizer's :func:`facts`, when the caller holds them)."""
     if frame is None:
-        ids += encode(tokenizer, left + middle + right)
+        ids += encode(tokenizer, left + middle + right, found)
         return
     ids += frame.left_ids
-    ids += encode(tokenizer, frame.left_rest + middle + frame.right_rest)
+    ids += encode(tokenizer, frame.left_rest + middle + frame.right_rest, found)
     ids += frame.right_ids
 
 
@@ -386,7 +395,8 @@ class PromptBuilder:
         self._messages = messages
         self._turns: list[tuple[str, list[ToolCall | CallError], str, list[str]]] = []  # not yet in _messages
         self.segment = segment_for(tokenizer)
-        self.eos_id = facts(tokenizer).eos_id
+        self.facts = facts(tokenizer)
+        self.eos_id = self.facts.eos_id
         self.ids = initial_ids(tokenizer, messages, schemas)
         self._frames: dict[bool, Frame | None] = {}  # by "the generation ended with EOS"
 
@@ -434,4 +444,4 @@ class PromptBuilder:
             self._frames[ended] = frame_for(self.tokenizer, opening, segment.tail)
         self.ids += generated  # in place: generate() is handed a copy
         joined = segment.sep.join(observations)
-        extend_framed(self.ids, self.tokenizer, self._frames[ended], opening, joined, segment.tail)
+        extend_framed(self.ids, self.tokenizer, self._frames[ended], opening, joined, segment.tail, self.facts)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_parl.chat.backend import GenerateBackend
-from verl_parl.chat.calls import CallError, ToolCall, parse_tool_calls, split_thinking
+from verl_parl.chat.calls import CallError, ToolCall, parse_calls, split_thinking
 from verl_parl.chat.prompts import PromptBuilder, at_most_one_token_per_char, decode, encode
 from verl_parl.context.driver import ContextDriver
 from verl_parl.context.settings import ContextSettings
@@ -116,13 +116,13 @@ async def _loop(  # noqa: PLR0917 - private helper; run_subagent is the keyword-
         generated = await backend.generate(list(prompt.ids), dict(params))
         ended = clock()
         result.steps += 1
-        text = generated if isinstance(generated, str) else decode(tokenizer, generated)
+        text = generated if isinstance(generated, str) else decode(tokenizer, generated, prompt.facts)
         n_tokens = (
             len(tokenizer.encode(text, add_special_tokens=False)) if isinstance(generated, str) else len(generated)
         )
         result.tokens += n_tokens
         thinking, rest = split_thinking(text)
-        content, calls = parse_tool_calls(text, tool_format)
+        content, calls = parse_calls(rest, tool_format)
         tool_log: list[dict[str, Any]] = []
         result.trace.append(
             {
