@@ -113,3 +113,25 @@ def test_calls_parsed_after_a_split_reasoning_block_are_the_turns_calls(text: st
     from verl_parl.chat.calls import parse_calls
 
     assert parse_calls(split_thinking(text)[1]) == parse_tool_calls(text)
+
+
+def test_arguments_fit_exactly_when_nothing_is_missing_unknown_or_mistyped() -> None:
+    import itertools
+
+    from verl_parl.chat.calls import check_arguments
+
+    schema = {
+        "function": {
+            "parameters": {
+                "properties": {"agent": {"type": "string"}, "n": {"type": "integer"}},
+                "required": ["agent"],
+            }
+        }
+    }
+    values = {"agent": ["w", 3], "n": [1, "x"], "extra": ["e"]}
+    for keys in itertools.chain.from_iterable(itertools.combinations(values, r) for r in range(4)):
+        for chosen in itertools.product(*(values[k] for k in keys)):
+            arguments = dict(zip(keys, chosen, strict=True))
+            fits = "agent" in arguments and isinstance(arguments["agent"], str) and "extra" not in arguments
+            problem = check_arguments(ToolCall("assign_task", arguments), schema)
+            assert (problem is None) == fits, (arguments, problem)

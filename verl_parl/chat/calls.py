@@ -160,6 +160,8 @@ def check_arguments(call: ToolCall, schema: dict[str, Any]) -> str | None:
     """None when ``call.arguments`` fit the function schema's properties; else an error message."""
     params = schema["function"].get("parameters", {})
     properties = params.get("properties", {})
+    if _fits(call.arguments, properties, params.get("required", [])):
+        return None
     missing = [k for k in params.get("required", []) if k not in call.arguments]
     extra = [k for k in call.arguments if k not in properties]
     wrong = [
@@ -175,3 +177,15 @@ def check_arguments(call: ToolCall, schema: dict[str, Any]) -> str | None:
     if wrong:
         problems.append(f"argument(s) {wrong} must be strings")
     return f"error: {call.name}: " + "; ".join(problems) if problems else None
+
+
+def _fits(arguments: dict[str, Any], properties: dict[str, Any], required: list[str]) -> bool:
+    """True when :func:`check_arguments` finds no problem (loops that stop at the first one: every orchestrator
+    call is checked)."""
+    for key in required:
+        if key not in arguments:
+            return False
+    for key, value in arguments.items():
+        if key not in properties or (properties[key].get("type") == "string" and not isinstance(value, str)):
+            return False
+    return True
