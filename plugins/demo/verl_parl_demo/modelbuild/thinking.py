@@ -128,27 +128,76 @@ def with_reasoning(demo: Demo) -> Demo:
     return dataclasses.replace(demo, messages=messages)
 
 
-def build_thinking_coldstart(cache_dir: Path, task: str = "arithmetic", **changes: Any) -> Path:
-    """A cold start of ``task`` (its default recipe with ``changes``) on the tiny model with
-    :data:`QWEN3_THINKING_TEMPLATE`, taught on demonstrations whose every assistant turn opens with a reasoning
-    block: ``<cache_dir>/coldstart-thinking-<digest>/``, trained unless built already. A model that writes
-    ``<think>`` turns, for the end-to-end test of them (no hub)."""
-    from verl_parl_demo.modelbuild.coldstart import _train_into, default_spec
-    from verl_parl_demo.modelbuild.shipped import publish
-    from verl_parl_demo.modelbuild.tiny import build_tiny_model, is_complete_build
+SHIPPED_NAME = "coldstart-thinking"
+"""The folder of :data:`verl_parl_demo.modelbuild.shipped.SHIPPED_ROOT` that holds the default thinking cold start (the
+arithmetic recipe's), so that a test run copies it instead of training it (~90 s on 2 cores)."""
+
+
+def thinking_recipe(task: str = "arithmetic", **changes: Any) -> tuple[Any, list[Demo], str]:
+    """The thinking cold start's recipe: ``task``'s default cold-start spec with ``changes``, its demonstrations with a
+    reasoning block opening every assistant turn, and their digest (what a shipped or cached build must match)."""
+    from verl_parl_demo.modelbuild.coldstart import default_spec
 
     spec = dataclasses.replace(default_spec(task), **changes)
     demos = [with_reasoning(demo) for demo in spec.demos()]
-    digest = spec.digest(demos)
+    return spec, demos, spec.digest(demos)
+
+
+def build_thinking_coldstart(
+    cache_dir: Path, task: str = "arithmetic", use_shipped: bool = True, **changes: Any
+) -> Path:
+    """A cold start of ``task`` (its default recipe with ``changes``) on the tiny model with
+    :data:`QWEN3_THINKING_TEMPLATE`, taught on demonstrations whose every assistant turn opens with a reasoning
+    block: ``<cache_dir>/coldstart-thinking-<digest>/``, copied from the package's :data:`SHIPPED_NAME` when that is
+    this recipe's (and ``use_shipped``), else trained, unless built already. A model that writes ``<think>`` turns,
+    for the end-to-end test of them (no hub). Rebuild and ship it with ``python -m verl_parl_demo.modelbuild.thinking
+    --ship`` after a change of the recipe, the demonstrations or the template."""
+    from verl_parl_demo.modelbuild import shipped
+    from verl_parl_demo.modelbuild.coldstart import _train_into
+    from verl_parl_demo.modelbuild.tiny import build_tiny_model, is_complete_build
+
+    spec, demos, digest = thinking_recipe(task, **changes)
     final = cache_dir / f"coldstart-thinking-{digest}"
     if is_complete_build(final):
         return final
     cache_dir.mkdir(parents=True, exist_ok=True)
-    base = thinking_model(build_tiny_model(spec.base, cache_dir, progress=False), cache_dir / f".base-{digest}")
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=cache_dir))
+    ship_dir = shipped.SHIPPED_ROOT / SHIPPED_NAME
     try:
-        _train_into(tmp, base, spec, demos, digest, progress=False)
-        return publish(tmp, final)
+        if use_shipped and ship_dir.exists() and shipped.matches(ship_dir, digest):
+            shutil.copytree(ship_dir, tmp, dirs_exist_ok=True)
+            return shipped.publish(tmp, final)
+        base = thinking_model(build_tiny_model(spec.base, cache_dir, progress=False), cache_dir / f".base-{digest}")
+        try:
+            _train_into(tmp, base, spec, demos, digest, progress=False)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        return shipped.publish(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(base, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m verl_parl_demo.modelbuild.thinking [--ship]``: train the default thinking cold start into the asset
+    cache and print its folder on stdout; ``--ship`` trains it afresh and copies it into the package
+    (:data:`SHIPPED_NAME`)."""
+    import argparse
+
+    from verl_parl_demo.modelbuild import shipped
+    from verl_parl_demo.modelbuild.tiny import default_cache_dir
+
+    parser = argparse.ArgumentParser(prog="python -m verl_parl_demo.modelbuild.thinking", description=main.__doc__)
+    parser.add_argument("--cache-dir", type=Path, default=None, help="where to build (default: the asset cache)")
+    parser.add_argument("--ship", action="store_true", help="copy the result into the package's shipped weights")
+    args = parser.parse_args(argv)
+    cache_dir = args.cache_dir or default_cache_dir()
+    if not args.ship:
+        print(build_thinking_coldstart(cache_dir, use_shipped=False))
+        return 0
+    with tempfile.TemporaryDirectory() as scratch:  # trained afresh, not taken from the cache
+        print(shipped.ship(build_thinking_coldstart(Path(scratch), use_shipped=False), SHIPPED_NAME))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
