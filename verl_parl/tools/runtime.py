@@ -358,8 +358,8 @@ class ToolRuntime:
         # one per event loop: a waiter's future belongs to the loop that waits on it
         loop = asyncio.get_running_loop()
         first = self._first[0]() if self._first is not None else None
-        if first is loop:
-            return self._first[1]  # type: ignore[index] - first is loop: _first is set
+        if first is loop and self._first is not None:
+            return self._first[1]
         if self._others is not None and loop in self._others:
             return self._others[loop]
         slots = Slots(self.limits.max_concurrency)
