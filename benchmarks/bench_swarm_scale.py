@@ -474,6 +474,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.steps < 1 or args.waves < 1 or args.subagents < args.waves:
         parser.error("--steps and --waves must be >= 1 and --subagents >= --waves")
+    if args.scale_episodes < args.episodes:
+        parser.error("--scale-episodes must be >= --episodes (the run stands for a step at least its size)")
     print(f"building the tiny model's tokenizer; profile {args.profile}: {PROFILES[args.profile].source}",
           file=sys.stderr)  # fmt: skip
     model = str(build_tiny_model(progress=False))
