@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from omegaconf import open_dict
+from verl_parl_demo.modelbuild.shipped import SHIPPED_ROOT
 
 from verl_parl.settings.errors import ConfigError
 
@@ -148,16 +149,23 @@ def test_each_gpu_tests_command_validates_on_the_gpus_it_asks_for(name: str, tmp
 def test_the_gpu_profiles_default_run_names_its_engine_and_sizes(tmp_path: Path) -> None:
     """``python -m verl_parl.main`` on a GPU machine: vLLM for the policy and the frozen group, TP 1, one trainer
     GPU and one frozen replica's: 2 GPUs; with 1 the accounting says what is short and how to need fewer."""
-    cfg, parl = prepared_gpu_config(tmp_path, ["profile=gpu", "embedded=fanpages", "ray_kwargs.ray_init.num_gpus=2"])
+    # the shipped cold start named, not resolved: resolving it renders the task's demonstrations (~15 s a call) to
+    # check the copy's recipe, which tests/component/test_shipped_coldstarts.py checks once
+    fanpages = [
+        "profile=gpu",
+        "embedded=fanpages",
+        f"actor_rollout_ref.model.path={SHIPPED_ROOT / 'coldstart-fanpages'}",
+    ]
+    cfg, parl = prepared_gpu_config(tmp_path, [*fanpages, "ray_kwargs.ray_init.num_gpus=2"])
     assert (
         cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 1
     )
     assert parl.swarm is not None and parl.swarm.subagent.engine == "vllm"
     assert parl.swarm.subagent.tensor_parallel_size == 1
     with pytest.raises(ConfigError) as info:
-        prepared_gpu_config(tmp_path, ["profile=gpu", "embedded=fanpages", "ray_kwargs.ray_init.num_gpus=1"])
+        prepared_gpu_config(tmp_path, [*fanpages, "ray_kwargs.ray_init.num_gpus=1"])
     (error,) = info.value.errors
     assert error.startswith("parl.subagent.instances: the frozen group needs 1 GPU ") and "(1 short)" in error
-    one_gpu = ["profile=gpu", "embedded=fanpages", "ray_kwargs.ray_init.num_gpus=1", "parl.subagent.engine=hf"]
+    one_gpu = [*fanpages, "ray_kwargs.ray_init.num_gpus=1", "parl.subagent.engine=hf"]
     cfg, _ = prepared_gpu_config(tmp_path, one_gpu)
     assert cfg.ray_kwargs.ray_init.num_gpus == 1
