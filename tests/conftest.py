@@ -232,8 +232,8 @@ def async_research_run(path: Path) -> RunSpec:
 @shared_run
 def fanpages_learning_run(path: Path) -> RunSpec:
     """``parl_swarm`` on the default task (fanpages), validated on 16 held-out tasks before training and after. Its
-    cold start is the shipped one: ``tests/unit/test_coldstart.py`` checks that it is the recipe's (checked here too,
-    the demonstrations' digest would hold up the session's start for a minute)."""
+    cold start is the shipped one, which ``tests/component/test_shipped_coldstarts.py`` checks is the recipe's (not
+    here: taking the demonstrations' digest would hold up the session's start for a minute)."""
     return RunSpec(overrides=FANPAGES_LEARNING_RUN)
 
 
