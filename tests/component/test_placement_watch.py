@@ -28,7 +28,7 @@ def stand_in() -> Any:
     Ray's workers get them by value, they cannot import a test module)."""
 
     class Idle:
-        pass
+        """An actor that does nothing: only its resources (more CPUs than any node has) matter."""
 
     class StandIn:
         def run(self) -> None:

@@ -86,8 +86,7 @@ def head_errors(
         return []
     host, port = target
     try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            pass
+        socket.create_connection((host, port), timeout=timeout_s).close()  # something listens: the probe's first part
     except socket.gaierror as exc:
         return [f"{ADDRESS_KEY}: {address!r}: the host {host!r} is not known ({exc.strerror}): give the head's address"]
     except ConnectionRefusedError:
