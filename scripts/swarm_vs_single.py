@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MODES = {"swarm": ("parl_swarm", []), "single agent": ("researcher", ["parl.embedded.agent_loop=researcher"])}
+MODES = {"swarm": ("parl_swarm", []), "single": ("researcher", ["parl.embedded.agent_loop=researcher"])}
+"""Name -> (the evaluated mode, the training overrides); ``--modes`` picks among them."""
 
 
 def seeded(seed: int) -> list[str]:
@@ -57,11 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("outputs/swarm_vs_single"))
     parser.add_argument("--task", default="fanpages", help="the embedded task (default: the default run's)")
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), help="the agents to compare")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
-    rows: dict[str, list[tuple[float, float]]] = {name: [] for name in MODES}
+    rows: dict[str, list[tuple[float, float]]] = {name: [] for name in args.modes}
     for seed in args.seeds:
-        for name, (mode, extra) in MODES.items():
+        for name in args.modes:
+            mode, extra = MODES[name]
             folder = (args.out / f"{mode}-{seed}").resolve()
             summary = train(folder, [f"embedded={args.task}", *seeded(seed), *extra, *args.overrides])
             config = (folder / "resolved_config.yaml").read_text()
