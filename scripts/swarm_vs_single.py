@@ -1,10 +1,12 @@
 """Train the swarm and the single agent alike, then evaluate both on the test split (docs/default_run.md's table).
 
-    python scripts/swarm_vs_single.py [--seeds 0 1 2] [--out outputs/swarm_vs_single] [--task fanpages] [-- OVERRIDES]
+    python scripts/swarm_vs_single.py [--seeds 0 1 2] [--modes swarm single] [--out outputs/swarm_vs_single]
+        [--task fanpages] [-- OVERRIDES]
 
-For each seed it runs ``python -m verl_parl.main`` twice with the same steps, seed and budget: the default
-orchestrator (``parl_swarm``) and the single agent (``parl.embedded.agent_loop=researcher``: its calls of a turn run
-concurrently, its context policy is the task's, the best of the oracle table). Then ``python -m verl_parl.evaluate``
+For each seed it runs ``python -m verl_parl.main`` once per mode with the same steps, seed and budget: by default the
+default orchestrator (``parl_swarm``) and the single agent (``parl.embedded.agent_loop=researcher``: its calls of a
+turn run concurrently, its context policy is the task's, the best of the oracle table); ``--modes`` adds the swarm
+with co-trained subagents (``cotrained-episode``, ``cotrained-result``). Then ``python -m verl_parl.evaluate``
 runs each trained policy greedily on the task's 64 test tasks (frozen subagents: the cold start, as in training) and
 the script prints one markdown table: item-F1 and critical steps per seed and their mean. Runs whose folder already
 holds a ``summary.json`` are not run again. Progress on stderr, the table on stdout.
@@ -20,8 +22,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MODES = {"swarm": ("parl_swarm", []), "single": ("researcher", ["parl.embedded.agent_loop=researcher"])}
-"""Name -> (the evaluated mode, the training overrides); ``--modes`` picks among them."""
+COTRAINED = ["parl.subagent.mode=shared", "parl.subagent.train=true", "parl.subagent.temperature=null"]
+MODES = {
+    "swarm": ("parl_swarm", []),
+    "single": ("researcher", ["parl.embedded.agent_loop=researcher"]),
+    "cotrained-episode": ("parl_swarm", [*COTRAINED, "parl.subagent.credit=episode"]),
+    "cotrained-result": ("parl_swarm", [*COTRAINED, "parl.subagent.credit=result"]),
+}
+"""Name -> (the evaluated mode, the training overrides); ``--modes`` picks among them. The co-trained swarms'
+subagents are trained too (``parl.subagent.train``, docs/swarm.md): on the test split the trained policy serves
+them, where the others' subagents are the cold start."""
 
 
 def seeded(seed: int) -> list[str]:
@@ -58,18 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("outputs/swarm_vs_single"))
     parser.add_argument("--task", default="fanpages", help="the embedded task (default: the default run's)")
-    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), help="the agents to compare")
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=["swarm", "single"], help="the agents")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
     rows: dict[str, list[tuple[float, float]]] = {name: [] for name in args.modes}
     for seed in args.seeds:
         for name in args.modes:
             mode, extra = MODES[name]
-            folder = (args.out / f"{mode}-{seed}").resolve()
+            folder = (args.out / f"{name}-{seed}").resolve()
             summary = train(folder, [f"embedded={args.task}", *seeded(seed), *extra, *args.overrides])
             config = (folder / "resolved_config.yaml").read_text()
             test = _data_folder(config) / "test.parquet"
-            subagents = _model_path(config)
+            subagents = summary["final_model"] if name.startswith("cotrained") else _model_path(config)
             found = evaluate(
                 summary["final_model"], test, mode, task=args.task, subagents=subagents, out=folder / "test_eval.json"
             )

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from verl_parl.registry import (
         AssetSpec,
         ContextPolicySpec,
+        CreditSpec,
         Register,
         RewardSpec,
         ScheduleSpec,
@@ -140,6 +141,22 @@ def verl_parl_register_assets(register: Register[AssetSpec]) -> None:
     Returns nothing (a return value is ignored).
 
     Calling rule: called once per implementing plugin, in registration order; a duplicate asset name
+    raises ``DuplicateNameError`` naming both plugins.
+    """
+
+
+@hookspec
+def verl_parl_register_credits(register: Register[CreditSpec]) -> None:
+    """Register credit rules of co-trained subagents' tokens, what ``parl.subagent.credit`` names (with
+    ``parl.subagent.train``).
+
+    Receives ``register``, bound to the calling plugin: call ``register(CreditSpec(name=..., factory=rule,
+    description=...))`` once per rule; ``rule(rows) -> advantages`` gets a
+    :class:`verl_parl.swarm.credit.CreditRows` and returns the ``(B,)`` advantage of each subagent row.
+
+    Returns nothing (a return value is ignored).
+
+    Calling rule: called once per implementing plugin, in registration order; a duplicate rule name
     raises ``DuplicateNameError`` naming both plugins.
     """
 

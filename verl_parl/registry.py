@@ -26,6 +26,7 @@ from verl_parl.settings.errors import closest
 __all__ = [
     "AssetSpec",
     "ContextPolicySpec",
+    "CreditSpec",
     "DuplicateNameError",
     "PluginError",
     "Register",
@@ -137,6 +138,17 @@ class ScheduleSpec(Spec):
     """
 
     check: Callable[[Any], list[str]] | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CreditSpec(Spec):
+    """A credit rule of co-trained subagents' tokens, what ``parl.subagent.credit`` names.
+
+    ``factory(rows) -> advantages``: ``rows`` is a :class:`verl_parl.swarm.credit.CreditRows` (per row of the
+    step's batch: its prompt group, episode, subagent run or None for the orchestrator's rows, the run's own reward
+    or None, and the episode's advantage verl's estimator gave it); returns a ``(B,)`` tensor of the advantage each
+    subagent row's tokens get (the orchestrator's rows keep theirs whatever it holds for them).
+    """
 
 
 AGENT_LOOPS: tuple[str, ...] = ("tool_agent", "parl_swarm", "researcher")
@@ -318,6 +330,7 @@ class Registries:
     tasks: Registry[TaskSpec] = dataclasses.field(default_factory=lambda: Registry(TaskSpec, "task"))
     schedules: Registry[ScheduleSpec] = dataclasses.field(default_factory=lambda: Registry(ScheduleSpec, "schedule"))
     assets: Registry[AssetSpec] = dataclasses.field(default_factory=lambda: Registry(AssetSpec, "asset"))
+    credits: Registry[CreditSpec] = dataclasses.field(default_factory=lambda: Registry(CreditSpec, "credit rule"))
 
     def items(self) -> list[tuple[str, Registry[Any]]]:
         """``(field name, registry)`` pairs in declaration order, e.g. ``("tools", ...)``."""

@@ -511,7 +511,7 @@ def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
     """Whole-config checks of parsed settings against the rest of the run's config."""
     from verl_parl.context.settings import segment_errors
     from verl_parl.partial_rollout.settings import run_errors
-    from verl_parl.swarm.settings import schedule_errors
+    from verl_parl.swarm.settings import cotrain_errors, schedule_errors
 
     errors: list[str] = []
     if parl.context is not None:
@@ -520,6 +520,7 @@ def settings_errors(cfg: DictConfig, parl: ParlConfig) -> list[str]:
         errors += run_errors(cfg, parl.partial_rollout)
     if parl.swarm is not None:
         errors += schedule_errors(parl.swarm, OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None))
+        errors += cotrain_errors(parl.swarm, cfg)
         tp = parl.swarm.subagent.tensor_parallel_size
         _check(
             errors,

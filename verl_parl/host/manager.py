@@ -76,6 +76,7 @@ _REGISTER_HOOKS: dict[str, str] = {
     "verl_parl_register_tasks": "tasks",
     "verl_parl_register_schedules": "schedules",
     "verl_parl_register_assets": "assets",
+    "verl_parl_register_credits": "credits",
 }
 """Registration hook → the :class:`Registries` field it fills."""
 

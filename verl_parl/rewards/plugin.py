@@ -1,5 +1,6 @@
 """Built-in plugin of the rewards: the text, table and WideSearch scorers, the reward forms (PARL's paper and blog
-forms, Kimi-Researcher's), the kinds of λ schedule, and the check of the judge's settings.
+forms, Kimi-Researcher's), the kinds of λ schedule, the credit rules of co-trained subagents, and the check of the
+judge's settings.
 
 ``parl.reward`` itself is parsed with the ``parl`` section, as part of ``ParlConfig``
 (:func:`verl_parl.cli.config.parse_parl`).
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from verl_parl.plugin import hookimpl
-from verl_parl.registry import Register, RewardSpec, ScheduleSpec, ScorerSpec
+from verl_parl.registry import CreditSpec, Register, RewardSpec, ScheduleSpec, ScorerSpec
 from verl_parl.rewards import forms, schedules, scorers, text_match
 
 if TYPE_CHECKING:
@@ -91,6 +92,26 @@ def verl_parl_register_schedules(register: Register[ScheduleSpec]) -> None:
         ("piecewise", schedules.piecewise_value, schedules.piecewise_errors, "values[k] from boundaries[k-1] on"),
     ]:
         register(ScheduleSpec(name=name, factory=value, check=check, description=description))
+
+
+@hookimpl
+def verl_parl_register_credits(register: Register[CreditSpec]) -> None:
+    from verl_parl.swarm import credit
+
+    register(
+        CreditSpec(
+            name="episode",
+            factory=credit.episode_credit,
+            description="the episode's advantage on every subagent token (WideSeek-R1's base rule)",
+        )
+    )
+    register(
+        CreditSpec(
+            name="result",
+            factory=credit.result_credit,
+            description="ours: each run's rows against the gold table, normalised in its prompt's group",
+        )
+    )
 
 
 @hookimpl

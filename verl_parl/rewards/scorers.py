@@ -106,17 +106,32 @@ def results_item_f1(
     What the subagents found, against what the answer kept: the diagnostic ``results_item_f1``
     (docs/rewards.md). None when the ground truth is not a table with key columns, or a column is judged by
     an LLM (a diagnostic does not call a judge)."""
+    score = _results_score(results, ground_truth, extra_info)
+    return None if score is None else score.item_f1
+
+
+def result_precision(result: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None) -> float | None:
+    """Precision of the table rows in one subagent's ``result`` against the gold table: the share of its cells that
+    are right (0 for a result without a row). A co-trained subagent's own reward (``parl.subagent.credit=result``);
+    None where :func:`results_item_f1` is None."""
+    score = _results_score([result], ground_truth, extra_info)
+    return None if score is None else score.precision
+
+
+def _results_score(results: Sequence[str], ground_truth: Any, extra_info: Mapping[str, Any] | None) -> Any:
+    """The rows in ``results`` scored against the gold table; None when the gold is not a keyed table scored without
+    an LLM judge, or is malformed (the scorer reports that; a diagnostic stays quiet)."""
     gold = _gold(ground_truth, extra_info)
     metrics = gold.get("metrics") or {}
     if not _listed(gold.get("keys")) or (isinstance(metrics, Mapping) and "llm" in metrics.values()):
         return None
     try:
         table, spec = gold_table(gold), _table_spec(gold)
-    except TableError:  # a malformed gold: the scorer reports it, a diagnostic stays quiet
+    except TableError:
         return None
     if gold_errors(table, spec):
         return None
-    return score_tables(result_rows(results, table.columns, spec.aliases), table, spec).item_f1
+    return score_tables(result_rows(results, table.columns, spec.aliases), table, spec)
 
 
 def table_scorer(

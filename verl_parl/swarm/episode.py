@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,7 @@ class SwarmEpisode:
     context: SubagentContext | None = None  # parl.context.subagent
     origin: float = field(default_factory=time.monotonic)  # traced times are seconds since this
     tool_format: str = "hermes"  # the subagents' tool-call format (verl_parl.chat.calls.TOOL_FORMATS)
+    recorder: Callable[[], Any] | None = None  # co-trained subagents: a run's RecordingBackend (swarm/cotrain.py)
     _direct_times: dict[int, tuple[float, float]] = field(default_factory=dict, init=False, repr=False)
 
     def clock(self) -> float:
@@ -276,8 +277,9 @@ class SwarmEpisode:
     async def _assign(self, agent: str, task: str, deadlines: DeadlineGroup | None = None) -> SubagentResult:
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_start(name=agent, task=task)
+        backend = self.backend if self.recorder is None else self.recorder()
         result = await run_subagent(
-            self.backend,
+            backend,
             self.tokenizer,
             name=agent,
             system_prompt=self.agents[agent],
@@ -290,6 +292,8 @@ class SwarmEpisode:
             deadlines=deadlines,
             tool_format=self.tool_format,
         )
+        if self.recorder is not None:
+            result.segments = backend.segments
         if self.hooks is not None:
             self.hooks.verl_parl_subagent_finish(
                 name=agent, task=task, status=result.status, steps=result.steps, message=result.message

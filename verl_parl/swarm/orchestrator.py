@@ -2,7 +2,8 @@
 
 Selected per dataset row (``agent_name: parl_swarm``) or with
 ``actor_rollout_ref.rollout.agent.default_agent_loop=parl_swarm``. Only orchestrator tokens are
-returned (mask 1 on its own tokens, 0 on tool responses); subagent tokens never leave the worker.
+returned (mask 1 on its own tokens, 0 on tool responses); subagent tokens never leave the worker, unless the
+subagents are co-trained (``parl.subagent.train``): then each run's segments come first (:mod:`verl_parl.swarm.cotrain`).
 
 When the critical-steps budget (``parl.critical_steps_budget``) runs out, the orchestrator
 gets one more turn with a user message telling it to answer now; tool calls in that turn are not
@@ -27,6 +28,7 @@ from verl_parl.context.settings import context_settings
 from verl_parl.host.manager import get_plugin_manager, swarm_tool_names
 from verl_parl.settings.run import run_folder
 from verl_parl.swarm.accounting import critical_path
+from verl_parl.swarm.cotrain import RecordingBackend, subagent_outputs
 from verl_parl.swarm.episode import SwarmEpisode
 from verl_parl.swarm.heap import freeze_startup_heap
 from verl_parl.swarm.settings import swarm_settings
@@ -65,6 +67,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
         if serving.mode == "dedicated" and self.subagent_backend is None:  # a hub checkpoint: checked here, once
             check_subagent_tokenizer(self.tokenizer, str(self.config.actor_rollout_ref.model.path), serving.model_path)
         backend = self.subagent_backend or get_backend(serving, self.server_manager)
+        trained = serving.train and not is_validation(kwargs)  # validation trains nothing: the orchestrator's only
         context = self._context_driver(sampling_params, frozen=backend)
         state = Episode(messages=list(kwargs["raw_prompt"]), context=context)
         episode = SwarmEpisode(
@@ -78,6 +81,7 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             context=SubagentContext(self.subagent_context, self.settings.subagent.max_model_len),
             origin=state.origin,
             tool_format=self.tool_format,
+            recorder=(lambda: RecordingBackend(self.server_manager)) if trained else None,
         )
         await self._open_gate(state, kwargs)
         try:
@@ -92,6 +96,9 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             "parl_context_subagent_resets": float(resets),
         }
         outputs = self._outputs(state, fields)
+        if trained:  # before the orchestrator's: its last segment stays the session's last output (swarm/cotrain.py)
+            runs = [result.segments for result in episode.results]
+            outputs = [*subagent_outputs(runs, self.rollout_config.response_length), *_listed(outputs)]
         if self._maybe_trace(state, episode, kwargs):
             (outputs[-1] if isinstance(outputs, list) else outputs).extra_fields[TRACE_ID] = state.request_id
         return outputs
@@ -168,6 +175,10 @@ class ParlSwarmAgentLoop(SegmentedAgentLoop):
             "global_steps": step,
         }
         return append_record(run_dir, record, self.traces.max_bytes) is not None
+
+
+def _listed(outputs: AgentLoopOutput | list[AgentLoopOutput]) -> list[AgentLoopOutput]:
+    return outputs if isinstance(outputs, list) else [outputs]
 
 
 def _merge(configured: tuple[str, ...], added: list[str]) -> tuple[str, ...]:

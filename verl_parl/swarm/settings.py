@@ -32,6 +32,8 @@ class SubagentServing:
     times when their process dies, each computing with ``num_threads`` torch threads; ``vllm``/``sglang``:
     verl rollout replicas owned by the ``parl_frozen_group`` actor; None: the policy's rollout name); ``external``: an
     OpenAI-compatible endpoint (``base_url``, ``model``); ``shared``: the live policy server (an ablation: NOT frozen).
+    ``train`` (shared mode only) makes the subagents' own tokens trainable outputs of their episode, with the credit
+    rule registered as ``credit`` (:mod:`verl_parl.swarm.cotrain`).
     ``temperature`` is the subagents' sampling temperature in training and validation alike (0: greedy); None
     samples them as the policy is sampled (verl's rollout settings in training, ``val_kwargs`` in validation).
     ``engine_options`` are keys of verl's rollout config that each vllm/sglang replica takes (the YAML's default
@@ -40,6 +42,8 @@ class SubagentServing:
     """
 
     mode: str = IN_YAML
+    train: bool = IN_YAML  # co-trained subagents (shared mode): their tokens are trained
+    credit: str = IN_YAML  # with train: the registered credit rule of their tokens
     model_path: str | None = IN_YAML
     engine: str | None = IN_YAML
     instances: int = IN_YAML
@@ -63,6 +67,16 @@ class SubagentServing:
             raise ValueError(f"parl.subagent.temperature: must be >= 0 or null, got {self.temperature}")
         if self.mode not in SUBAGENT_MODES:
             raise ValueError(f"parl.subagent.mode: {self.mode!r} is not one of {SUBAGENT_MODES}")
+        if self.train and self.mode != "shared":
+            raise ValueError(
+                f"parl.subagent.train: co-trained subagents generate on the policy's server, which needs "
+                f"parl.subagent.mode=shared, not {self.mode!r}"
+            )
+        if self.train and self.temperature is not None:
+            raise ValueError(
+                f"parl.subagent.train: trained tokens must be sampled as the policy's; set parl.subagent.temperature="
+                f"null, not {self.temperature}"
+            )
         if self.mode == "external" and not (self.base_url and self.model):
             raise ValueError("parl.subagent.base_url and parl.subagent.model are required with mode=external")
         if self.instances < 1:
@@ -108,9 +122,10 @@ class SubagentServing:
         return options
 
     def sampling(self, policy: dict[str, Any]) -> dict[str, Any]:
-        """The subagents' sampling parameters from the policy's: no log-probs (nothing trains on them), and
+        """The subagents' sampling parameters from the policy's: no log-probs unless they are trained, and
         ``temperature`` when set."""
-        return {**policy, "logprobs": False, **({} if self.temperature is None else {"temperature": self.temperature})}
+        logprobs = {} if self.train else {"logprobs": False}
+        return {**policy, **logprobs, **({} if self.temperature is None else {"temperature": self.temperature})}
 
 
 @dataclass(frozen=True)
@@ -192,9 +207,23 @@ def parse_swarm(
             parts[key] = cls(**raw, **nested)
         except (ValueError, TypeError) as exc:
             errors.append(f"{key}: {exc}")
+    if "parl.subagent" in parts and parts["parl.subagent"].train:
+        errors += credit_errors(parts["parl.subagent"].credit)
     if errors:
         raise ConfigError(errors)
     return SwarmSettings(limits=parts["parl.swarm"], subagent=parts["parl.subagent"], **tools)
+
+
+def credit_errors(name: str) -> list[str]:
+    """``parl.subagent.credit`` must name a registered credit rule."""
+    from verl_parl.host.manager import get_registries
+    from verl_parl.registry import UnknownNameError
+
+    try:
+        get_registries().credits.get(name)
+    except UnknownNameError as exc:
+        return [f"parl.subagent.credit: {exc}"]
+    return []
 
 
 def _take_schedule(raw: Any, serving: dict[str, Any]) -> list[str]:
@@ -249,3 +278,20 @@ def schedule_errors(settings: SwarmSettings, orchestrator_path: str | None) -> l
     """Whole-config check of a parsed schedule: each checkpoint's vocabulary is the orchestrator's (its model
     at ``actor_rollout_ref.model.path``), as the subagents' prompts are encoded with the orchestrator's tokenizer."""
     return vocab_errors(settings.subagent.schedule, orchestrator_path) if settings.subagent.schedule else []
+
+
+def cotrain_errors(settings: SwarmSettings, config: DictConfig) -> list[str]:
+    """Whole-config checks of co-trained subagents (``parl.subagent.train``): their rows are extra outputs of an
+    episode, which only verl's v1 trainer takes, and they have no turn placement for Kimi-Researcher's per-turn
+    gamma decay."""
+    if not settings.subagent.train:
+        return []
+    errors = []
+    if not OmegaConf.select(config, "trainer.use_v1", default=False):
+        errors.append("parl.subagent.train: subagent rows are extra outputs of an episode: needs trainer.use_v1=true")
+    if OmegaConf.select(config, "parl.reward.researcher.gamma", default=None) is not None:
+        errors.append(
+            "parl.subagent.train: co-trained subagents' rows have no turn placement for the per-turn gamma decay; set "
+            "parl.reward.researcher.gamma=null"
+        )
+    return errors

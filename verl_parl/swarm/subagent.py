@@ -55,6 +55,7 @@ class SubagentResult:
     start: float = 0.0  # seconds since the episode's origin (``run_subagent(origin=...)``)
     end: float = 0.0
     failure: str = ""  # a failed run's whole failure message (``message`` is cut to the result budget)
+    segments: list[Any] = field(default_factory=list)  # co-trained subagents: the run's trainable segments (cotrain)
 
     @property
     def returned(self) -> bool:

@@ -47,6 +47,7 @@ from verl_parl.settings.run import has_parl, run_folder
 from verl_parl.swarm.frozen import frozen_group_metrics
 from verl_parl.swarm.frozen.schedule import FrozenGroupSchedule
 from verl_parl.swarm.settings import frozen_schedule, swarm_settings
+from verl_parl.trainer.cotrain import bind_credit
 from verl_parl.trainer.modes import PARL_SYNC, VERL_MODES
 from verl_parl.trainer.reward_hooks import after_advantage, before_advantage
 from verl_parl.trainer.rollout_guard import RefillGuard, named_actors, policy_server_names, refill_limit
@@ -326,9 +327,12 @@ class ParlHooks:
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         context = before_advantage(self, batch, metrics) if self.parl_active else None
+        restore = bind_credit(self, batch, metrics) if self.parl_active else None  # co-trained subagents
         try:
             result = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
         finally:
+            if restore is not None:
+                restore()
             after_advantage(metrics, context)
         return result
 
