@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -147,3 +148,28 @@ def test_cotrained_settings_name_what_is_wrong() -> None:
     problems = cotrain_errors(settings, config)  # type: ignore[arg-type]
     assert len(problems) == 2 and "trainer.use_v1=true" in problems[0] and "gamma=null" in problems[1]
     assert cotrain_errors(parsed(), config) == []  # type: ignore[arg-type]
+
+
+HALVED_PLUGIN = '''
+from verl_parl.plugin import hookimpl
+from verl_parl.registry import CreditSpec
+
+
+@hookimpl
+def verl_parl_register_credits(register):
+    def halved(rows):
+        return rows.advantages / 2
+
+    register(CreditSpec(name="halved", factory=halved, description="half the episode's advantage"))
+'''
+
+
+def test_a_plugin_credit_rule_is_selected_by_name(install_plugin: Callable[[str, dict[str, str]], dict[str, str]]) -> None:
+    """A third party's rule (``verl_parl_register_credits``) is what ``parl.subagent.credit`` names."""
+    from verl_parl.swarm.credit import credit_rule
+
+    install_plugin("vp-halved", {"halved": HALVED_PLUGIN})
+    assert parsed(train=True, credit="halved").subagent.credit == "halved"
+    assert credit_rule("halved")(rows([0, None], [None, None])).tolist() == [0.25, 0.25]
+    with pytest.raises(ConfigError, match="Known credit rule names: episode, halved, result"):
+        parsed(train=True, credit="nope")

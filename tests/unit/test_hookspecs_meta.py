@@ -42,6 +42,7 @@ def test_the_hook_set_is_the_documented_one() -> None:
         "verl_parl_default_task",
         "verl_parl_register_assets",
         "verl_parl_register_context_policies",
+        "verl_parl_register_credits",
         "verl_parl_register_rewards",
         "verl_parl_register_schedules",
         "verl_parl_register_scorers",
