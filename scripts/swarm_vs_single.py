@@ -8,8 +8,9 @@ default orchestrator (``parl_swarm``) and the single agent (``parl.embedded.agen
 turn run concurrently, its context policy is the task's, the best of the oracle table); ``--modes`` adds the swarm
 with co-trained subagents (``cotrained-episode``, ``cotrained-result``). Then ``python -m verl_parl.evaluate``
 runs each trained policy greedily on the task's 64 test tasks (frozen subagents: the cold start, as in training) and
-the script prints one markdown table: item-F1 and critical steps per seed and their mean. Runs whose folder already
-holds a ``summary.json`` are not run again. Progress on stderr, the table on stdout.
+the script prints two markdown tables: item-F1 and critical steps per seed and their mean, then each mode's held-out and
+test item-F1, its subagents' rows, critical steps, training reward and step time as mean ± std over the seeds. Runs
+whose folder already holds a ``summary.json`` are not run again. Progress on stderr, the tables on stdout.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
     rows: dict[str, list[tuple[float, float]]] = {name: [] for name in args.modes}
+    details: dict[str, list[dict[str, float]]] = {name: [] for name in args.modes}
     for seed in args.seeds:
         for name in args.modes:
             mode, extra = MODES[name]
@@ -84,13 +86,57 @@ def main(argv: list[str] | None = None) -> int:
                 summary["final_model"], test, mode, task=args.task, subagents=subagents, out=folder / "test_eval.json"
             )
             rows[name].append((found["item_f1"], found["critical_steps"]))
+            details[name].append(run_details(folder, summary, found))
     print(f"| agent ({args.task}, test split, greedy) | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean |")
     print("|---" * (len(args.seeds) + 2) + "|")
     for name, values in rows.items():
         cells = [f"{f1:.3f} / {steps:.2f}" for f1, steps in values]
         mean = f"{statistics.mean(v[0] for v in values):.3f} / {statistics.mean(v[1] for v in values):.2f}"
         print(f"| {name}: item-F1 / critical steps | " + " | ".join(cells) + f" | **{mean}** |")
+    print(f"\n| mean ± std over seeds {args.seeds} | " + " | ".join(args.modes) + " |")
+    print("|---" * (len(args.modes) + 1) + "|")
+    for column, label in DETAILS.items():
+        cells = [_spread([d[column] for d in details[name] if column in d]) for name in args.modes]
+        print(f"| {label} | " + " | ".join(cells) + " |")
     return 0
+
+
+DETAILS = {
+    "heldout_item_f1": "held-out item-F1, last step",
+    "heldout_rows": "held-out subagents' rows (results item-F1), last step",
+    "test_item_f1": "test item-F1",
+    "test_rows": "test subagents' rows",
+    "test_critical_steps": "test critical steps",
+    "train_reward": "training reward, last step",
+    "step_s": "seconds a training step (median of the run's steps)",
+}
+"""The detail table's columns: a run's value -> its label."""
+
+
+def run_details(folder: Path, summary: dict[str, Any], found: dict[str, Any]) -> dict[str, float]:
+    """One run's :data:`DETAILS` from its summary, its metrics and its test evaluation."""
+    heldout = summary.get("heldout", {})
+    values = {
+        "heldout_item_f1": heldout.get("held-out item-F1", {}).get("end"),
+        "heldout_rows": heldout.get("held-out results item-F1", {}).get("end"),
+        "test_item_f1": found.get("item_f1"),
+        "test_rows": found.get("results_item_f1"),
+        "test_critical_steps": found.get("critical_steps"),
+    }
+    steps = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    steps = [step for step in steps if "timing_s/step" in step]
+    if steps:
+        values["train_reward"] = steps[-1].get("parl/reward/total", steps[-1].get("critic/rewards/mean"))
+        values["step_s"] = statistics.median(step["timing_s/step"] for step in steps)
+    return {key: float(value) for key, value in values.items() if value is not None}
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
 def _data_folder(resolved_config: str) -> Path:
