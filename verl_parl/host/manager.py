@@ -32,7 +32,7 @@ import pluggy
 
 from verl_parl import hookspecs
 from verl_parl.plugin import NAME
-from verl_parl.registry import PluginError, Registries
+from verl_parl.registry import PluginError, Registries, UnknownNameError
 from verl_parl.settings.errors import closest
 
 if TYPE_CHECKING:
@@ -307,6 +307,16 @@ def get_registries() -> Registries:
         if _CACHE.registries is None:
             _CACHE.registries = collect_registries(get_plugin_manager())
         return _CACHE.registries
+
+
+def unregistered(kind: str, name: str, key: str) -> list[str]:
+    """``[f"{key}: unknown ..."]`` (with a did-you-mean and the known names) when no plugin registered ``name`` in
+    this process's registry ``kind`` (a :class:`Registries` field, e.g. ``"rewards"``); ``[]`` when one did."""
+    try:
+        getattr(get_registries(), kind).get(name)
+    except UnknownNameError as exc:
+        return [f"{key}: {exc}"]
+    return []
 
 
 def reset_plugin_manager() -> None:

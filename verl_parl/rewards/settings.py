@@ -200,14 +200,9 @@ class ParlRewardConfig:
 
 def form_errors(form: str) -> list[str]:
     """``parl.reward.form`` must name a registered reward form (``verl_parl_register_rewards``)."""
-    from verl_parl.host.manager import get_registries
-    from verl_parl.registry import UnknownNameError
+    from verl_parl.host.manager import unregistered
 
-    try:
-        get_registries().rewards.get(form)
-    except UnknownNameError as exc:
-        return [f"{PREFIX}.form: {exc}"]
-    return []
+    return unregistered("rewards", form, f"{PREFIX}.form")
 
 
 def _schedule(raw: Any, key: str, errors: list[str]) -> ScheduleConfig:

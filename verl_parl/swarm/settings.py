@@ -215,15 +215,10 @@ def parse_swarm(
 
 
 def credit_errors(name: str) -> list[str]:
-    """``parl.subagent.credit`` must name a registered credit rule."""
-    from verl_parl.host.manager import get_registries
-    from verl_parl.registry import UnknownNameError
+    """``parl.subagent.credit`` must name a registered credit rule (``verl_parl_register_credits``)."""
+    from verl_parl.host.manager import unregistered
 
-    try:
-        get_registries().credits.get(name)
-    except UnknownNameError as exc:
-        return [f"parl.subagent.credit: {exc}"]
-    return []
+    return unregistered("credits", name, "parl.subagent.credit")
 
 
 def _take_schedule(raw: Any, serving: dict[str, Any]) -> list[str]:
