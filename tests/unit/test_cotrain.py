@@ -87,29 +87,34 @@ def test_result_credit_normalises_each_run_once_in_its_group() -> None:
 
 
 def test_apply_credit_rewrites_subagent_rows_on_their_trained_tokens_and_reports_metrics() -> None:
-    mask = torch.tensor([[1, 0, 1], [1, 1, 1], [0, 1, 1]])
+    mask = torch.tensor([[1, 0, 1], [1, 1, 1], [0, 1, 1], [0, 0, 0]])  # the last: verl's padding, a copied row
     data = SimpleNamespace(
         batch={
             "response_mask": mask,
-            "advantages": torch.tensor([[0.2, 0.0, 0.2], [0.2, 0.2, 0.2], [0.0, -0.2, -0.2]]),
-            "returns": torch.zeros(3, 3),
-            "token_level_rewards": torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]),
+            "advantages": torch.tensor([[0.2, 0.0, 0.2], [0.2, 0.2, 0.2], [0.0, -0.2, -0.2], [0.0, 0.0, 0.0]]),
+            "returns": torch.zeros(4, 3),
+            "token_level_rewards": torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0] * 3]),
         }
     )
     roles = BatchRoles(
-        keys=["u_0_0", "u_0_1", "u_1_0"], runs=[0, None, None], rewards=[None] * 3, versions=[2, 2, 2], cut_tokens=[3, 0, 0]
+        keys=["u_0_0", "u_0_1", "u_1_0", "pad_0_0"],
+        runs=[0, None, None, 0],
+        rewards=[None] * 4,
+        versions=[2, 2, 2, 2],
+        cut_tokens=[3, 0, 0, 0],
     )
     metrics: dict[str, float] = {}
     apply_credit(data, roles, lambda r: torch.full_like(r.advantages, 9.0), norm_by_std=True, metrics=metrics)
     assert data.batch["advantages"][0].tolist() == [9.0, 0.0, 9.0]  # the subagent row, on its mask only
     assert data.batch["returns"][0].tolist() == [9.0, 0.0, 9.0]
-    assert data.batch["advantages"][1:].flatten().tolist() == pytest.approx([0.2, 0.2, 0.2, 0.0, -0.2, -0.2])  # kept
+    assert data.batch["advantages"][1:3].flatten().tolist() == pytest.approx([0.2, 0.2, 0.2, 0.0, -0.2, -0.2])  # kept
+    assert data.batch["advantages"][3].tolist() == [0.0] * 3  # padding trains nothing
     assert metrics["parl/subagent/tokens"] == 2 and metrics["parl/subagent/token_share"] == pytest.approx(2 / 7)
     assert metrics["parl/subagent/rows"] == 1 and metrics["parl/subagent/cut_tokens"] == 3
     assert metrics["parl/subagent/advantage/orchestrator"] == pytest.approx(0.0)  # 0.2 and -0.2 (first trained)
     assert metrics["parl/subagent/reward/orchestrator"] == pytest.approx(0.5)
     assert metrics["parl/subagent/advantage/subagent"] == 9.0 and metrics["parl/subagent/policy_version"] == 2
-    with pytest.raises(ValueError, match="2 rows read for a batch of 3"):
+    with pytest.raises(ValueError, match="2 rows read for a batch of 4"):
         apply_credit(data, BatchRoles(["a", "b"], [None] * 2, [None] * 2, [None] * 2, [0, 0]), episode_credit,
                      norm_by_std=True, metrics={})
 

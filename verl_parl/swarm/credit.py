@@ -151,10 +151,11 @@ def step_metrics(
     rows: CreditRows, credited: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor, roles: BatchRoles
 ) -> dict[str, float]:
     """``parl/subagent/*``: trained subagent tokens and their share of the batch's, rows, the per-role reward and
-    advantage, the policy version the subagents generated with, and tokens cut before training."""
-    subagent = rows.subagent_rows()
-    orchestrator = [row for row, run in enumerate(rows.runs) if run is None]
+    advantage, the policy version the subagents generated with, and tokens cut before training. Rows without a
+    trained token (verl's padding rows, which copy a real row's fields) count in none of them."""
     tokens = mask.sum(dim=1).float()
+    subagent = [row for row in rows.subagent_rows() if tokens[row] > 0]
+    orchestrator = [row for row, run in enumerate(rows.runs) if run is None and tokens[row] > 0]
     trained = float(tokens[subagent].sum()) if subagent else 0.0
     metrics = {
         "parl/subagent/rows": float(len(subagent)),
