@@ -46,8 +46,8 @@ class ScriptedPolicy:
             ids = self._ids(text)
             self.subagent_turns.setdefault(task, []).append(ids)
         elif "<tool_response>" not in prompt:
-            first = call("create_subagent", name="calc", system_prompt=SUBAGENT_PROMPT)
-            ids = self._ids(first + call("assign_task", agent="calc", prompt="2+3") + call("assign_task", agent="calc", prompt="4*5"))
+            assigned = [call("assign_task", agent="calc", prompt=task) for task in ("2+3", "4*5")]
+            ids = self._ids(call("create_subagent", name="calc", system_prompt=SUBAGENT_PROMPT) + "".join(assigned))
         else:
             ids = self._ids("5 and 20.")
         return TokenOutput(token_ids=ids, log_probs=[LOGPROB] * len(ids), extra_fields={"global_steps": 3})
@@ -103,9 +103,10 @@ def test_a_cotrained_episode_returns_each_subagent_run_with_exact_masks(
         assert f"<tool_response>\n{result}\n</tool_response>" in read  # ...and not the tool's result
         assert [lp for lp, m in zip(logprobs, mask, strict=True) if m == 1] == [LOGPROB] * len(trained)
         assert all(lp == 0.0 for lp, m in zip(logprobs, mask, strict=True) if m == 0)
-        assert task in tokenizer.decode(output.prompt_ids) and "<tool_response>" not in tokenizer.decode(output.prompt_ids)
+        prompt = tokenizer.decode(output.prompt_ids)
+        assert task in prompt and "<tool_response>" not in prompt
         assert output.extra_fields["max_global_steps"] == 3  # the policy version of its tokens
-    assert f"result 5" in tokenizer.decode(orchestrator.response_ids)  # the orchestrator read what they returned
+    assert "result 5" in tokenizer.decode(orchestrator.response_ids)  # the orchestrator read what they returned
 
 
 def test_frozen_mode_and_validation_return_the_orchestrator_only(trainer_config: DictConfig, model_path: Path) -> None:

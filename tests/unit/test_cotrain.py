@@ -115,8 +115,13 @@ def test_apply_credit_rewrites_subagent_rows_on_their_trained_tokens_and_reports
     assert metrics["parl/subagent/reward/orchestrator"] == pytest.approx(0.5)
     assert metrics["parl/subagent/advantage/subagent"] == 9.0 and metrics["parl/subagent/policy_version"] == 2
     with pytest.raises(ValueError, match="2 rows read for a batch of 4"):
-        apply_credit(data, BatchRoles(["a", "b"], [None] * 2, [None] * 2, [None] * 2, [0, 0]), episode_credit,
-                     norm_by_std=True, metrics={})
+        apply_credit(
+            data,
+            BatchRoles(["a", "b"], [None] * 2, [None] * 2, [None] * 2, [0, 0]),
+            episode_credit,
+            norm_by_std=True,
+            metrics={},
+        )
 
 
 GOLD = {"csv": "word,number\nlima,42\nherat,7\n", "keys": "word", "metrics": {"number": "number"}}
@@ -142,9 +147,9 @@ def test_cotrained_settings_name_what_is_wrong() -> None:
     assert parsed(train=True).subagent.credit == "episode"
     assert parsed(train=True).subagent.sampling({"logprobs": True, "temperature": 0.7})["logprobs"] is True
     assert parsed().subagent.sampling({"logprobs": True})["logprobs"] is False  # nothing trains on a frozen run's
-    with pytest.raises(ConfigError, match="needs parl.subagent.mode=shared, not 'dedicated'"):
+    with pytest.raises(ConfigError, match=r"needs parl\.subagent\.mode=shared, not 'dedicated'"):
         parsed(train=True, mode="dedicated")
-    with pytest.raises(ConfigError, match="set parl.subagent.temperature=null, not 0"):
+    with pytest.raises(ConfigError, match=r"set parl\.subagent\.temperature=null, not 0"):
         parsed(train=True, temperature=0)
     with pytest.raises(ConfigError, match="unknown credit rule 'results'; did you mean 'result'"):
         parsed(train=True, credit="results")
@@ -155,7 +160,7 @@ def test_cotrained_settings_name_what_is_wrong() -> None:
     assert cotrain_errors(parsed(), config) == []  # type: ignore[arg-type]
 
 
-HALVED_PLUGIN = '''
+HALVED_PLUGIN = """
 from verl_parl.plugin import hookimpl
 from verl_parl.registry import CreditSpec
 
@@ -166,10 +171,12 @@ def verl_parl_register_credits(register):
         return rows.advantages / 2
 
     register(CreditSpec(name="halved", factory=halved, description="half the episode's advantage"))
-'''
+"""
 
 
-def test_a_plugin_credit_rule_is_selected_by_name(install_plugin: Callable[[str, dict[str, str]], dict[str, str]]) -> None:
+def test_a_plugin_credit_rule_is_selected_by_name(
+    install_plugin: Callable[[str, dict[str, str]], dict[str, str]],
+) -> None:
     """A third party's rule (``verl_parl_register_credits``) is what ``parl.subagent.credit`` names."""
     from verl_parl.swarm.credit import credit_rule
 

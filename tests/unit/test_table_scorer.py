@@ -233,3 +233,11 @@ def test_the_answer_table_is_the_one_that_fits_the_gold_not_the_last() -> None:
     draft = PERFECT.replace("2630", "1")
     assert score_table_answer(draft + "\nCorrected:\n\n" + PERFECT, GOLD, SPEC).success is True
     assert score_table_answer(PERFECT + "\nCorrected:\n\n" + draft, GOLD, SPEC).success is False
+
+
+def test_the_gold_table_and_spec_are_read_as_the_scorer_reads_them() -> None:
+    from verl_parl.rewards.scorers import gold_with_spec
+
+    gold = {"csv": "word,number\nlima,42\nherat,7\n", "keys": "word", "metrics": {"number": "number"}}
+    table, spec = gold_with_spec(gold)
+    assert table.columns[0] == "word" and len(table.rows) == 2 and spec.metrics["number"] == "number"

@@ -97,6 +97,13 @@ def _gold(ground_truth: Any, extra_info: Mapping[str, Any] | None) -> dict[str, 
     return gold
 
 
+def gold_with_spec(ground_truth: Any, extra_info: Mapping[str, Any] | None = None) -> tuple[Table, TableSpec]:
+    """The gold table of a ``table`` ground truth and its scoring spec, read as the ``table`` scorer reads them (no
+    judge: ``llm`` columns need one). Raises ``TableError`` on a malformed gold."""
+    gold = _gold(ground_truth, extra_info)
+    return gold_table(gold), _table_spec(gold)
+
+
 def results_item_f1(
     results: Sequence[str], ground_truth: Any, extra_info: Mapping[str, Any] | None = None
 ) -> float | None:

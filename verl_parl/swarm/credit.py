@@ -117,9 +117,7 @@ def credit_rule(name: str) -> CreditRule:
     return rule
 
 
-def apply_credit(
-    data: Any, roles: BatchRoles, rule: CreditRule, *, norm_by_std: bool, metrics: dict[str, Any]
-) -> None:
+def apply_credit(data: Any, roles: BatchRoles, rule: CreditRule, *, norm_by_std: bool, metrics: dict[str, Any]) -> None:
     """Give ``data``'s subagent rows (a verl ``DataProto`` after the estimator) the advantage ``rule`` says, on their
     mask-1 tokens, and write the step's ``parl/subagent/*`` metrics into ``metrics``."""
     batch = data.batch

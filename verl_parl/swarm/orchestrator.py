@@ -3,7 +3,8 @@
 Selected per dataset row (``agent_name: parl_swarm``) or with
 ``actor_rollout_ref.rollout.agent.default_agent_loop=parl_swarm``. Only orchestrator tokens are
 returned (mask 1 on its own tokens, 0 on tool responses); subagent tokens never leave the worker, unless the
-subagents are co-trained (``parl.subagent.train``): then each run's segments come first (:mod:`verl_parl.swarm.cotrain`).
+subagents are co-trained (``parl.subagent.train``): then each run's segments come first
+(:mod:`verl_parl.swarm.cotrain`).
 
 When the critical-steps budget (``parl.critical_steps_budget``) runs out, the orchestrator
 gets one more turn with a user message telling it to answer now; tool calls in that turn are not

@@ -67,16 +67,7 @@ class SubagentServing:
             raise ValueError(f"parl.subagent.temperature: must be >= 0 or null, got {self.temperature}")
         if self.mode not in SUBAGENT_MODES:
             raise ValueError(f"parl.subagent.mode: {self.mode!r} is not one of {SUBAGENT_MODES}")
-        if self.train and self.mode != "shared":
-            raise ValueError(
-                f"parl.subagent.train: co-trained subagents generate on the policy's server, which needs "
-                f"parl.subagent.mode=shared, not {self.mode!r}"
-            )
-        if self.train and self.temperature is not None:
-            raise ValueError(
-                f"parl.subagent.train: trained tokens must be sampled as the policy's; set parl.subagent.temperature="
-                f"null, not {self.temperature}"
-            )
+        self._check_train()
         if self.mode == "external" and not (self.base_url and self.model):
             raise ValueError("parl.subagent.base_url and parl.subagent.model are required with mode=external")
         if self.instances < 1:
@@ -110,6 +101,21 @@ class SubagentServing:
             raise ValueError(
                 f"parl.subagent.engine: {self.engine!r} is not one of {SUBAGENT_ENGINES}"
                 f"{did_you_mean(self.engine, SUBAGENT_ENGINES)}"
+            )
+
+    def _check_train(self) -> None:
+        """Co-trained subagents (``train``) generate on the policy's server, sampled as the policy is."""
+        if not self.train:
+            return
+        if self.mode != "shared":
+            raise ValueError(
+                f"parl.subagent.train: co-trained subagents generate on the policy's server, which needs "
+                f"parl.subagent.mode=shared, not {self.mode!r}"
+            )
+        if self.temperature is not None:
+            raise ValueError(
+                f"parl.subagent.train: trained tokens must be sampled as the policy's; set parl.subagent.temperature="
+                f"null, not {self.temperature}"
             )
 
     def placement(self) -> dict[str, Any]:

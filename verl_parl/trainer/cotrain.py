@@ -78,11 +78,7 @@ def _golds(batch: Any, n: int) -> list[tuple[Any, Mapping[str, Any]]]:
     except Exception:  # the credit rule must not stop training; the warning says why
         logger.warning("verl-parl: subagent credit: could not read the rows' ground truth", exc_info=True)
         return [(None, {})] * n
-    golds = []
-    for model, info in zip(models, infos, strict=True):
-        model, info = _mapping(model), _mapping(info)
-        golds.append((model.get("ground_truth"), info))
-    return golds
+    return [(_mapping(model).get("ground_truth"), _mapping(info)) for model, info in zip(models, infos, strict=True)]
 
 
 def _mapping(value: Any) -> dict[str, Any]:
