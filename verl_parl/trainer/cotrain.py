@@ -1,10 +1,10 @@
 """Co-trained subagents in verl's trainer: the step's credit rule around verl's advantage computation.
 
 With ``parl.subagent.train`` the batch holds subagent rows beside the orchestrator's (:mod:`verl_parl.swarm.cotrain`).
-Before verl computes the step's advantages, :func:`bind_credit` reads each row's role from TransferQueue. For the
-``result`` rule it also scores each subagent run's own result, taken from its episode's ``parl_subagents`` records,
-against the row's ground truth (:func:`verl_parl.rewards.scorers.result_precision`). It then wraps verl's
-computation with the run's credit rule (:func:`verl_parl.swarm.credit.bind`).
+Before verl computes the step's advantages, :func:`bind_credit` reads each row's role from TransferQueue. It also
+scores each subagent run's own result, taken from its episode's ``parl_subagents`` records, against the row's ground
+truth (:func:`verl_parl.rewards.scorers.result_precision`): the ``result`` rule's reward, which any rule may read. It
+then wraps verl's computation with the run's credit rule (:func:`verl_parl.swarm.credit.bind`).
 """
 
 from __future__ import annotations
@@ -60,9 +60,7 @@ def bind_credit(trainer: Any, batch: Any, metrics: dict[str, Any]) -> Callable[[
     keys = [str(key) for key in batch.keys]
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
     extras = [_mapping(value) for value in data.pop("extra_fields").tolist()]
-    rewards: list[float | None] | None = None
-    if serving.credit == "result":
-        rewards = run_rewards(keys, extras, _golds(batch, len(keys)))
+    rewards = run_rewards(keys, extras, _golds(batch, len(keys)))  # every rule may read them (and the metrics do)
     roles = BatchRoles.from_extra_fields(keys, extras, rewards)
     return bind(importlib.import_module(TRAINER_MODULE), roles, credit_rule(serving.credit), metrics)
 
