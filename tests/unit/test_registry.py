@@ -132,6 +132,7 @@ def test_registries_group_independent_registries() -> None:
         ("tasks", "task"),
         ("schedules", "schedule"),
         ("assets", "asset"),
+        ("credits", "credit rule"),
     ]
     first.tools.add(ToolSpec(name="echo", factory=make_echo), plugin="p")
     assert "echo" not in second.tools  # no registry is shared between instances

@@ -96,22 +96,33 @@ def verl_parl_register_schedules(register: Register[ScheduleSpec]) -> None:
 
 @hookimpl
 def verl_parl_register_credits(register: Register[CreditSpec]) -> None:
-    from verl_parl.swarm import credit
-
     register(
         CreditSpec(
             name="episode",
-            factory=credit.episode_credit,
+            factory=_episode_credit,
             description="the episode's advantage on every subagent token (WideSeek-R1's base rule)",
         )
     )
     register(
         CreditSpec(
             name="result",
-            factory=credit.result_credit,
+            factory=_result_credit,
             description="ours: each run's rows against the gold table, normalised in its prompt's group",
         )
     )
+
+
+# The rules import torch when called, not when the plugins load (``verl-parl plugins list`` stays light).
+def _episode_credit(rows: Any) -> Any:
+    from verl_parl.swarm.credit import episode_credit
+
+    return episode_credit(rows)
+
+
+def _result_credit(rows: Any) -> Any:
+    from verl_parl.swarm.credit import result_credit
+
+    return result_credit(rows)
 
 
 @hookimpl
