@@ -1,7 +1,7 @@
 """Train the swarm and the single agent alike, then evaluate both on the test split (docs/default_run.md's table).
 
     python scripts/swarm_vs_single.py [--seeds 0 1 2] [--modes swarm single] [--out outputs/swarm_vs_single]
-        [--task fanpages] [-- OVERRIDES]
+        [--task fanpages] [--budgets 4 6 8 10 13 16 20] [-- OVERRIDES]
 
 For each seed it runs ``python -m verl_parl.main`` once per mode with the same steps, seed and budget: by default the
 default orchestrator (``parl_swarm``) and the single agent (``parl.embedded.agent_loop=researcher``: its calls of a
@@ -10,7 +10,11 @@ with co-trained subagents (``cotrained-episode``, ``cotrained-result``). Then ``
 runs each trained policy greedily on the task's 64 test tasks (frozen subagents: the cold start, as in training) and
 the script prints two markdown tables: item-F1 and critical steps per seed and their mean, then each mode's held-out and
 test item-F1, its subagents' rows, critical steps, training reward and step time as mean ± std over the seeds. Runs
-whose folder already holds a ``summary.json`` are not run again. Progress on stderr, the tables on stdout.
+whose folder already holds a ``summary.json`` are not run again. ``--budgets B1 B2 ...`` also draws K2.5's latency
+curve: every trained policy and the cold start evaluated on the test split under each budget, the oracle plans
+beside them (``fanpages``), a table of item-F1 and critical steps per budget, the critical steps each agent needs to
+reach item-F1 0.3, 0.5 and 0.7 and their ratio, and ``latency_curve.png`` in ``--out``. Progress on stderr, the
+tables on stdout.
 """
 
 from __future__ import annotations
@@ -70,8 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("outputs/swarm_vs_single"))
     parser.add_argument("--task", default="fanpages", help="the embedded task (default: the default run's)")
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=["swarm", "single"], help="the agents")
+    parser.add_argument(
+        "--budgets",
+        type=int,
+        nargs="+",
+        default=None,
+        help="also evaluate every trained policy and the cold start on the test split under each critical-steps "
+        "budget (e.g. 4 6 8 10 13 16 20) and print the latency curve, its plot and K2.5's latency ratios",
+    )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
+    curves: dict[str, list[dict[str, Any]]] = {}
     rows: dict[str, list[tuple[float, float]]] = {name: [] for name in args.modes}
     details: dict[str, list[dict[str, float]]] = {name: [] for name in args.modes}
     for seed in args.seeds:
@@ -87,6 +100,21 @@ def main(argv: list[str] | None = None) -> int:
             )
             rows[name].append((found["item_f1"], found["critical_steps"]))
             details[name].append(run_details(folder, summary, found))
+            if args.budgets:
+                out = folder / "test_curve.json"
+                curves.setdefault(name, []).append(
+                    curve(
+                        summary["final_model"], test, mode, args.budgets, task=args.task, subagents=subagents, out=out
+                    )
+                )
+                if "cold start" not in curves:
+                    start = _model_path(config)
+                    curves["cold start"] = []
+                    for cold_mode in ("parl_swarm", "researcher"):
+                        out = args.out / f"coldstart-{cold_mode}-curve.json"
+                        curves["cold start"].append(
+                            curve(start, test, cold_mode, args.budgets, task=args.task, subagents=start, out=out)
+                        )
     print(f"| agent ({args.task}, test split, greedy) | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean |")
     print("|---" * (len(args.seeds) + 2) + "|")
     for name, values in rows.items():
@@ -98,7 +126,118 @@ def main(argv: list[str] | None = None) -> int:
     for column, label in DETAILS.items():
         cells = [_spread([d[column] for d in details[name] if column in d]) for name in args.modes]
         print(f"| {label} | " + " | ".join(cells) + " |")
+    if args.budgets:
+        print_curves(curves, args)
     return 0
+
+
+def curve(
+    model: str, data: Path, mode: str, budgets: list[int], *, task: str, subagents: str, out: Path
+) -> dict[str, Any]:
+    """``python -m verl_parl.evaluate --budgets`` of ``mode`` on ``data``; {"mode": mode, "points": one summary a
+    budget}."""
+    if not out.is_file():
+        print(f"[compare] latency curve of {model} ({mode}) under B = {budgets}", file=sys.stderr, flush=True)
+        command = [sys.executable, "-m", "verl_parl.evaluate", "--model", model, "--data", str(data), "--modes", mode]
+        command += ["--budgets", ",".join(map(str, budgets)), "--subagent-model", subagents, "--out", str(out)]
+        subprocess.run([*command, f"embedded={task}"], check=True, stdout=sys.stderr)
+    return {"mode": mode, "points": json.loads(out.read_text())["curve"][mode]}
+
+
+def mean_curves(curves: dict[str, list[dict[str, Any]]]) -> dict[str, list[tuple[int, float, float]]]:
+    """Per agent (and the cold start's two modes), per budget: (B, item-F1, critical steps), means over seeds."""
+    means: dict[str, list[tuple[int, float, float]]] = {}
+    for name, runs in curves.items():
+        for mode in dict.fromkeys(run["mode"] for run in runs):
+            label = f"{name} ({'swarm' if mode == 'parl_swarm' else 'single agent'})" if name == "cold start" else name
+            points = [p for run in runs if run["mode"] == mode for p in run["points"]]
+            means[label] = [
+                (
+                    budget,
+                    statistics.mean(p["item_f1"] for p in points if p["budget"] == budget),
+                    statistics.mean(p["critical_steps"] for p in points if p["budget"] == budget),
+                )
+                for budget in dict.fromkeys(p["budget"] for p in points)
+            ]
+    return means
+
+
+def oracle_curves(task: str, budgets: list[int]) -> dict[str, list[tuple[int, float, float]]]:
+    """The task's scripted oracle plans under each budget, when the task has them (the demo's ``fanpages``): the
+    swarm plan, and the best single-agent plan at each budget."""
+    if task != "fanpages":
+        return {}
+    from verl_parl_demo.tasks.fanpages import demos, oracle, world
+
+    tasks = world.draw_tasks(world.FanpagesConfig(), "test", 64)
+    found: dict[str, list[tuple[int, float, float]]] = {"oracle swarm": [], "oracle single agent": []}
+    for budget in budgets:
+        print(f"[compare] the oracle plans under B = {budget}", file=sys.stderr, flush=True)
+        lines = oracle.measure(tasks, demos.tokenizer(), oracle.Limits(budget=budget))
+        swarm = next(line for line in lines if line["plan"] == "swarm")
+        single = max((line for line in lines if line["plan"].startswith("single agent")), key=lambda x: x["item_f1"])
+        found["oracle swarm"].append((budget, swarm["item_f1"], swarm["critical_steps"]))
+        found["oracle single agent"].append((budget, single["item_f1"], single["critical_steps"]))
+    return found
+
+
+TARGETS = (0.3, 0.5, 0.7)
+"""The item-F1 levels of K2.5's latency ratio: critical steps the single agent needs ÷ the swarm's."""
+
+
+def print_curves(curves: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
+    """The latency curve's table (means over seeds), the plot and the ratios at :data:`TARGETS`."""
+    from verl_parl.cli.evaluate import steps_to_reach
+
+    means = {**mean_curves(curves), **oracle_curves(args.task, args.budgets)}
+    print(f"\n| test split, mean over seeds {args.seeds} | " + " | ".join(f"B = {b}" for b in args.budgets) + " |")
+    print("|---" * (len(args.budgets) + 1) + "|")
+    for label, points in means.items():
+        cells = {budget: f"{f1:.3f} / {steps:.2f}" for budget, f1, steps in points}
+        print(f"| {label}: item-F1 / critical steps | " + " | ".join(cells.get(b, "-") for b in args.budgets) + " |")
+    pairs = [("swarm", "single"), ("oracle swarm", "oracle single agent")]
+    print("\n| critical steps to reach item-F1 | " + " | ".join(f"{t}" for t in TARGETS) + " |")
+    print("|---" * (len(TARGETS) + 1) + "|")
+    for swarm, single in pairs:
+        if swarm not in means or single not in means:
+            continue
+        cells = []
+        for target in TARGETS:
+            fast = steps_to_reach([(steps, f1) for _, f1, steps in means[swarm]], target)
+            slow = steps_to_reach([(steps, f1) for _, f1, steps in means[single]], target)
+            ratio = f" ({slow / fast:.1f}x)" if fast and slow else ""
+            cells.append(f"{_steps(slow)} vs {_steps(fast)}{ratio}")
+        print(f"| {single} vs {swarm} | " + " | ".join(cells) + " |")
+    plot_curves(means, args.out / "latency_curve.png")
+
+
+def _steps(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f}"
+
+
+def plot_curves(means: dict[str, list[tuple[int, float, float]]], path: Path) -> None:
+    """Item-F1 against critical steps, one line an agent, each point labelled with its budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for label, points in means.items():
+        style = "--" if label.startswith(("oracle", "cold start")) else "-"
+        xs, ys = [steps for _, _, steps in points], [f1 for _, f1, _ in points]
+        axes.plot(xs, ys, style, marker="o", label=label)
+        for budget, f1, steps in points:
+            axes.annotate(str(budget), (steps, f1), textcoords="offset points", xytext=(3, 3), fontsize=7)
+    axes.set_xlabel("critical steps (mean over the test tasks)")
+    axes.set_ylabel("item-F1")
+    axes.set_title("Latency curve: the budget B labels each point")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    print(f"[compare] plot: {path}", file=sys.stderr, flush=True)
 
 
 DETAILS = {

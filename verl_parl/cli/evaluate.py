@@ -2,7 +2,7 @@
 
     python -m verl_parl.evaluate --model CKPT --data test.parquet \\
         [--subagent-model FROZEN_CKPT] [--modes researcher,parl_swarm] [--limit N] [--out results.json] \\
-        [Hydra overrides, e.g. parl.critical_steps_budget=12]
+        [--budgets 4,6,8,10,13,16,20] [Hydra overrides, e.g. parl.critical_steps_budget=12]
 
 Each mode is an agent loop (``researcher``: one agent with ``parl.researcher.tools``; ``parl_swarm``:
 the orchestrator with frozen subagents on ``--subagent-model``, by default the same checkpoint;
@@ -13,7 +13,8 @@ Every answer is scored with the configured scorer (``reward.custom_reward_functi
 .scorer``). Printed per mode: mean score, success rate, item-F1 (for table answers), the item-F1 of the
 rows the subagents returned (``results_item_f1``: swarm episodes of table tasks, as if the answer had copied
 them all), the share of a table's rows some assignment names (``coverage``), critical steps, total steps, the
-share of looped responses and wall time.
+share of looped responses and wall time. ``--budgets`` runs every mode under each critical-steps budget and prints
+the latency curve instead (item-F1 against critical steps, Kimi K2.5's Agent Swarm figure; docs/default_run.md).
 """
 
 from __future__ import annotations
@@ -306,13 +307,24 @@ def build_evaluator(cfg: Any, model: str, policy: Any, frozen: Any, scorer: str 
     return Evaluator(cfg, ServerClient(policy), hf_tokenizer(model), ServerBackend(frozen), scorer, **options)
 
 
+def budget_overrides(cfg: Any, budget: int) -> list[str]:
+    """The overrides that evaluate under the critical-steps budget ``budget``: ``parl.critical_steps_budget``, and
+    the single agent's turn cap raised to B turns and the answer the budget forces where it is lower."""
+    from omegaconf import OmegaConf
+
+    overrides = [f"parl.critical_steps_budget={budget}"]
+    max_turns = OmegaConf.select(cfg, "parl.researcher.max_turns")
+    if max_turns is not None and int(max_turns) < budget + 1:
+        overrides.append(f"parl.researcher.max_turns={budget + 1}")
+    return overrides
+
+
 async def evaluate(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
+    """Every mode on the rows; with ``args.budgets``, every mode under each budget (``report["curve"]``: per mode,
+    one summary a budget, the last budget's in ``report["modes"]``)."""
     cfg = compose_config(args.model, overrides, args.data)
     policy, frozen = start_servers(cfg, args.model, args.subagent_model)
     sampling = {**GREEDY, "temperature": args.temperature}
-    evaluator = build_evaluator(
-        cfg, args.model, policy, frozen, args.scorer, concurrency=args.concurrency, sampling=sampling
-    )
     rows = load_rows(args.data, args.limit)
     report: dict[str, Any] = {
         "model": args.model,
@@ -321,15 +333,58 @@ async def evaluate(args: argparse.Namespace, overrides: list[str]) -> dict[str, 
         "modes": {},
         "episodes": [],
     }
+    budgets: list[int | None] = list(args.budgets or [None])
+    if args.budgets:
+        report["curve"] = {mode: [] for mode in args.modes}
     try:
-        for mode in args.modes:
-            results, wall = await evaluator.run_mode(mode, rows)
-            report["modes"][mode] = summarize(results, wall)
-            report["episodes"] += [asdict(r) for r in results]
+        for budget in budgets:
+            run_cfg = (
+                cfg
+                if budget is None
+                else compose_config(args.model, [*overrides, *budget_overrides(cfg, budget)], args.data)
+            )
+            evaluator = build_evaluator(
+                run_cfg, args.model, policy, frozen, args.scorer, concurrency=args.concurrency, sampling=sampling
+            )
+            for mode in args.modes:
+                if budget is not None:
+                    print(f"[evaluate] {mode} under B = {budget} ...", file=sys.stderr, flush=True)
+                results, wall = await evaluator.run_mode(mode, rows)
+                report["modes"][mode] = summarize(results, wall)
+                report["episodes"] += [{**asdict(r), "budget": budget} for r in results]
+                if budget is not None:
+                    report["curve"][mode].append({"budget": budget, **report["modes"][mode]})
     finally:
         await policy.shutdown()
         await frozen.shutdown()
     return report
+
+
+def steps_to_reach(points: Sequence[tuple[float, float]], target: float) -> float | None:
+    """The critical steps at which a latency curve first reaches item-F1 ``target``: ``points`` are (critical steps,
+    item-F1), one a budget; walked in order of steps, the first segment that crosses ``target`` is interpolated
+    linearly (a point at or above it: its steps). None when no point reaches it (K2.5's "latency to reach a target
+    item-F1")."""
+    ordered = sorted(points)
+    for i, (steps, quality) in enumerate(ordered):
+        if quality >= target:
+            if i == 0:
+                return steps
+            before_steps, before = ordered[i - 1]  # below the target, as every point before the first above it
+            return before_steps + (steps - before_steps) * (target - before) / (quality - before)
+    return None
+
+
+def format_curve(curve: dict[str, list[dict[str, Any]]]) -> str:
+    """The latency curve as a markdown table: per mode and budget, item-F1 (the score where there is none) and the
+    mean critical steps."""
+    lines = ["| mode | budget B | item-F1 | critical steps | looped |", "|---|---|---|---|---|"]
+    for mode, points in curve.items():
+        for point in points:
+            quality = point["item_f1"] if point["item_f1"] is not None else point["score"]
+            steps, share = point["critical_steps"], point["looped"]
+            lines.append(f"| {mode} | {point['budget']} | {quality:.3f} | {steps:.2f} | {share:.3f} |")
+    return "\n".join(lines)
 
 
 class RolloutSolver:
@@ -377,6 +432,16 @@ def _modes(text: str) -> list[str]:
     return modes
 
 
+def _budgets(text: str) -> list[int]:
+    try:
+        budgets = [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budgets are comma-separated whole numbers, got {text!r}") from None
+    if not budgets or min(budgets) < 1:
+        raise argparse.ArgumentTypeError(f"budgets must be 1 or more critical steps, got {text!r}")
+    return budgets
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m verl_parl.evaluate",
@@ -391,6 +456,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="episodes in flight per mode")
     parser.add_argument("--scorer", default=None, help="registered scorer (default: the config's)")
     parser.add_argument("--out", type=Path, default=None, help="write the full report (every episode) as JSON")
+    parser.add_argument(
+        "--budgets",
+        type=_budgets,
+        default=None,
+        help="comma-separated critical-steps budgets (e.g. 4,6,8,10,13,16,20): every mode under each, and the "
+        "latency curve (item-F1 against critical steps) as a table",
+    )
     parser.add_argument(
         "--temperature",
         type=float,
@@ -409,8 +481,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         parser.error(f"not a Hydra override (key=value): {' '.join(bad)}")
+    if args.budgets and any(o.startswith("parl.critical_steps_budget=") for o in overrides):
+        parser.error("--budgets sets parl.critical_steps_budget itself: give one or the other")
     report = asyncio.run(evaluate(args, overrides))
-    print(format_table(report["modes"]))
+    print(format_curve(report["curve"]) if args.budgets else format_table(report["modes"]))
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"report: {args.out}")
