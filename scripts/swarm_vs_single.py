@@ -5,8 +5,10 @@
 
 For each seed it runs ``python -m verl_parl.main`` once per mode with the same steps, seed and budget: by default the
 default orchestrator (``parl_swarm``) and the single agent (``parl.embedded.agent_loop=researcher``: its calls of a
-turn run concurrently, its context policy is the task's, the best of the oracle table); ``--modes`` adds the swarm
-with co-trained subagents (``cotrained-episode``, ``cotrained-result``). Then ``python -m verl_parl.evaluate``
+turn run concurrently, its context policy is the task's, the best of the oracle table) trained the Kimi-Researcher
+way (REINFORCE with negative-sample control, gamma decay, the format-gated reward); ``--modes`` adds its ablations
+(``single-no-nsc``, ``single-gamma-1``, ``single-grpo``: the swarm's GRPO and reward) and the swarm with co-trained
+subagents (``cotrained-episode``, ``cotrained-result``). Then ``python -m verl_parl.evaluate``
 runs each trained policy greedily on the task's 64 test tasks (frozen subagents: the cold start, as in training) and
 the script prints two markdown tables: item-F1 and critical steps per seed and their mean, then each mode's held-out and
 test item-F1, its subagents' rows, critical steps, training reward and step time as mean ± std over the seeds. Runs
@@ -28,9 +30,24 @@ from pathlib import Path
 from typing import Any
 
 COTRAINED = ["parl.subagent.mode=shared", "parl.subagent.train=true", "parl.subagent.temperature=null"]
+RESEARCHER = [
+    "parl.embedded.agent_loop=researcher",
+    "parl.reward.form=researcher",
+    "algorithm.adv_estimator=reinforce_nsc",
+]
+"""Kimi-Researcher's recipe for the single agent (docs/rewards.md): the format-gated correctness reward, REINFORCE with
+the group-mean baseline; with :data:`NSC` and :data:`GAMMA` below unless an ablation leaves one out."""
+NSC = ["parl.reward.nsc.strategy=random", "parl.reward.nsc.fraction=0.5"]
+"""Negative-sample control: half of the negative samples dropped at random (how many Kimi-Researcher dropped is
+unpublished)."""
+GAMMA = ["parl.reward.researcher.gamma=0.95"]
+"""Gamma decay of the reward over the turns (γ unpublished; docs/rewards.md's example)."""
 MODES = {
     "swarm": ("parl_swarm", []),
-    "single": ("researcher", ["parl.embedded.agent_loop=researcher"]),
+    "single": ("researcher", [*RESEARCHER, *NSC, *GAMMA]),
+    "single-no-nsc": ("researcher", [*RESEARCHER, *GAMMA]),
+    "single-gamma-1": ("researcher", [*RESEARCHER, *NSC]),
+    "single-grpo": ("researcher", ["parl.embedded.agent_loop=researcher"]),
     "cotrained-episode": ("parl_swarm", [*COTRAINED, "parl.subagent.credit=episode"]),
     "cotrained-result": ("parl_swarm", [*COTRAINED, "parl.subagent.credit=result"]),
 }

@@ -39,6 +39,24 @@ def test_both_modes_on_the_tiny_model(model_path: Path, tmp_path: Path, capsys: 
     assert table.splitlines()[0].split()[:3] == ["mode", "episodes", "errors"] and "parl_swarm" in table
 
 
+def test_budgets_draw_the_latency_curve_one_point_a_budget(
+    model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = arithmetic.write_dataset(tmp_path / "data", n_train=1, n_val=2, agent_loop="researcher")["val"]
+    out = tmp_path / "curve.json"
+    argv = ["--model", str(model_path), "--data", str(data), "--out", str(out), "--modes", "researcher"]
+    argv += ["--budgets", "1,3", "embedded=arithmetic", "actor_rollout_ref.rollout.response_length=24"]
+    assert evaluate.main(argv) == 0
+    report = json.loads(out.read_text())
+    points = report["curve"]["researcher"]
+    assert [p["budget"] for p in points] == [1, 3] and all(p["episodes"] == 2 for p in points)
+    for point in points:  # the budget rule: a forced answer once B is reached, so at most B + 1 turns
+        assert 1 <= point["critical_steps"] <= point["budget"] + 1
+    assert sorted({e["budget"] for e in report["episodes"]}) == [1, 3] and len(report["episodes"]) == 4
+    table = capsys.readouterr().out
+    assert table.startswith("| mode | budget B | item-F1 | critical steps | looped |") and "| researcher | 3 |" in table
+
+
 def test_every_mode_sees_its_own_system_prompt() -> None:
     row = arithmetic.make_row("What is 2 + 3?", "5", 0, "test", agent_loop="researcher")
     assert evaluate.prompt_for(row, "parl_swarm")[0]["content"] == arithmetic.SWARM_SYSTEM_PROMPT
@@ -104,6 +122,12 @@ def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["--model", str(tmp_path), "--data", str(tmp_path), "--modes", "solo"], "unknown mode(s) ['solo']"),
         (["--model", str(tmp_path), "--data", str(tmp_path), "oops"], "not a Hydra override (key=value): oops"),
         (["--model", str(tmp_path), "--data", str(tmp_path), "--temperature", "-1"], "--temperature -1.0 must not"),
+        (["--model", str(tmp_path), "--data", str(tmp_path), "--budgets", "4,x"], "comma-separated whole numbers"),
+        (["--model", str(tmp_path), "--data", str(tmp_path), "--budgets", "0"], "1 or more critical steps"),
+        (
+            ["--model", str(tmp_path), "--data", str(tmp_path), "--budgets", "4", "parl.critical_steps_budget=4"],
+            "--budgets sets parl.critical_steps_budget itself",
+        ),
     ]:
         with pytest.raises(SystemExit):
             evaluate.main(argv)
