@@ -173,3 +173,28 @@ def test_the_single_agent_is_told_its_calls_run_in_parallel_and_its_notes_are_tr
         for call in turn.get("tool_calls") or []:
             assert call["function"]["arguments"]["word"].strip() in w.pages  # a word of the index
     assert noted > 0
+
+
+def test_every_single_agent_turn_names_the_word_it_is_on_after_the_last_it_finished() -> None:
+    """The kept round holds the word a page's number belongs to, and the next word is what follows the finished one
+    in the question: both copies (``now: pozulu; tefo``)."""
+    w, rng = world.world(), random.Random(2)
+    task = demos.draw_task(rng)
+    snapshots: list[list[dict]] = []
+    found = asyncio.run(
+        oracle.single_agent(
+            task, w, demos.tokenizer(), oracle.Limits(budget=16), oracle.AGENT_POLICY, snapshots=snapshots
+        )
+    )
+    assert found.item_f1 == 1.0 and found.critical_steps == design.HOPS * len(task.words) + 1
+    question = "; ".join(task.words) + "."
+    for snapshot in snapshots:
+        turn = snapshot[-1]
+        line = next(line for line in str(turn["content"]).splitlines() if line.startswith("now: "))
+        now = line.removeprefix("now: ")
+        assert now in question  # a piece of the question's list, as written there
+        on = now.removesuffix(".").split("; ")[-1]
+        for call in turn.get("tool_calls") or []:
+            assert call["function"]["arguments"]["word"].strip() in w.chain(on)  # the word it is on leads there
+    assert str(snapshots[-1][-1]["content"]).splitlines()[-1] == "</answer>"
+    assert f"now: {task.words[-1]}." in str(snapshots[-1][-1]["content"])

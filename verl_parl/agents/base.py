@@ -27,6 +27,7 @@ truncated (a tool result that overflows the budget, which then ends the episode,
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,9 @@ from verl_parl.context.settings import ContextSettings
 from verl_parl.cpu.names import ROLLOUT_NAME
 from verl_parl.partial_rollout.episode import PauseGate
 from verl_parl.partial_rollout.staleness import TurnSpan, stale_tokens, stale_turn_mask
+
+logger = logging.getLogger(__name__)
+_WARNED_OVERLONG = False  # the overlong-rewrite warning, once a process
 
 VERSION_FIELDS = ("min_global_steps", "max_global_steps")
 
@@ -198,8 +202,32 @@ class SegmentedAgentLoop(AgentLoopBase):
 
     async def _begin(self, state: Episode, tools: list[dict[str, Any]]) -> None:
         ids = await self.ct_build_initial_tokens(state.messages, tools=tools or None)
-        state.segment = Segment(ids=list(ids), prompt_len=len(ids))
+        self._start(state, list(ids))
+
+    def _start(self, state: Episode, ids: list[int]) -> None:
+        state.segment = Segment(ids=ids, prompt_len=len(ids))
         state.context.start(len(ids))
+
+    async def _rewritten_ids(self, messages: list[Message], tools: list[dict[str, Any]]) -> list[int] | None:
+        """The prompt of the segment a rewrite opens, or None when it is longer than ``rollout.prompt_length``:
+        verl would left-truncate it (the system prompt and the question first), so the episode ends instead, as
+        with a full context, and a warning names the setting to raise."""
+        builder = self.continuous_token_builder
+        ids = await self.loop.run_in_executor(None, lambda: builder.build_initial_tokens(messages, tools=tools or None))
+        limit = int(self.rollout_config.prompt_length)
+        if len(ids) <= limit:
+            return list(ids)
+        global _WARNED_OVERLONG
+        if not _WARNED_OVERLONG:
+            _WARNED_OVERLONG = True
+            logger.warning(
+                "a context rewrite left a prompt of %d tokens, more than data.max_prompt_length=%d: the episode ends "
+                "as with a full context (verl would cut the prompt from the left, system prompt first). Raise "
+                "data.max_prompt_length to the agent's context length (parl.context.agent.context_length).",
+                len(ids),
+                limit,
+            )
+        return None
 
     def _room(self, state: Episode) -> int:
         """Tokens the current segment may still generate or receive."""
@@ -294,9 +322,13 @@ class SegmentedAgentLoop(AgentLoopBase):
         spent = self.rollout_config.response_length - len(segment.response_mask) < reserve
         rewritten = await state.context.manage(state.messages, len(segment.ids), also=spent)
         if rewritten is not None:
+            ids = await self._rewritten_ids(rewritten, tools)
+            if ids is None:
+                state.context.exceeded = True
+                return False
             state.finished.append(state.current)
             state.messages = rewritten
-            await self._begin(state, tools)
+            self._start(state, ids)
         if self._room(state) <= 0 or len(state.current.ids) >= state.context.window:
             state.context.exceeded = True
             return False

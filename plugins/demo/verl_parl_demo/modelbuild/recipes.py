@@ -26,7 +26,8 @@ from 0.82-0.84 to 0.91-0.92 and lowered the spurious fraction from 0.18-0.20 to 
 FANPAGES_RECIPE: dict[str, Any] = {
     "base": DEEP_READER_MODEL,
     "pretrain": READER_PRETRAIN,
-    "steps": 1500,
+    "steps": 2000,
+    "role_weights": (3, 2, 3),
     "batch_size": 8,
     "lr": 1.5e-3,
     "demos_per_role": 1024,

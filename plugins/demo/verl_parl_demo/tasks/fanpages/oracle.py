@@ -153,6 +153,20 @@ def notes_text(now: Progress, task: FanoutTask) -> str:
     return "\n".join(f"{start} = {now.numbers[start]}" for start in task.words if start in now.numbers)
 
 
+def now_line(task: FanoutTask, now: Progress) -> str:
+    """The word a one-word-a-turn agent is on, after the last word it finished, as the question lists them
+    (``now: pozulu; tefo``; ``now: pozulu`` for the first word, ``now: like.`` once the last is done). Every reading
+    turn writes it again, so the word whose number a page gives is on the line the agent just kept; the next word
+    of a finished one is what follows it in the question, a copy."""
+    done = [start in now.numbers for start in task.words]
+    at = done.index(False) if False in done else len(task.words)
+    if at == 0:
+        return f"now: {task.words[0]}"
+    if at == len(task.words):
+        return f"now: {task.words[-1]}."
+    return f"now: {task.words[at - 1]}; {task.words[at]}"
+
+
 def quotes(messages: Sequence[Message], w: world.World) -> list[str]:
     """The lines an agent quotes before it acts: the entry of each word of its last lookup turn, when that page is
     still shown, written as on the page (``- tavo kemi``). Quoting the key first makes reading a copy: the
@@ -213,10 +227,13 @@ async def single_agent(
         turns += 1
         if not todo or forced:
             answer = answer_text(task, now.numbers)
+            if not forced and group == 1:  # the last row's turn: its quote, notes and now line, then the table
+                lines = [*quotes(ctx.messages, w), notes_text(now, task), now_line(task, now), answer]
+                answer = "\n".join(filter(None, lines))
             ctx.generate({"role": "assistant", "content": answer})
             break
-        content = "\n".join([*quotes(ctx.messages, w), notes_text(now, task)]).strip()
-        turn = {"role": "assistant", "content": content, "tool_calls": list(map(lookup_call, todo))}
+        lines = [*quotes(ctx.messages, w), notes_text(now, task), now_line(task, now) if group == 1 else ""]
+        turn = {"role": "assistant", "content": "\n".join(filter(None, lines)), "tool_calls": list(map(lookup_call, todo))}
         ctx.generate(turn)
         await ctx.observe([w.page(word) for word in todo], limits)
     f1 = score(task, answer) if answer else 0.0

@@ -41,7 +41,8 @@ SYSTEM_PROMPTS = {
     ),
     "researcher": (
         "You are a careful assistant. " + _LOOKUP_HINT + " Tool calls made in the same turn run in parallel. "
-        "Older turns leave your context: write the numbers found so far in every turn. Give the final answer "
+        "Older turns leave your context: in every turn write the numbers found so far and the word you are on. "
+        "Give the final answer "
         "inside <answer></answer>."
     ),
 }
