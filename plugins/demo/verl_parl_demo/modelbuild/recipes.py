@@ -33,7 +33,10 @@ FANPAGES_RECIPE: dict[str, Any] = {
     "demos_per_role": 1024,
     "rehearsal": 1,
 }
-"""``fanpages``'s (the default task's): fanout's recipe from the reader, 1,500 steps; the subagent's and the single
-agent's demonstrations are snapshots of one generation each (up to ~900 tokens). ~9 min on 2 idle cores; shipped as
-``coldstart-fanpages``. Its subagents return the right row for 31 of 40 held-out words on their own turns; 2,500
-steps read no better and wrote the orchestrator's answer worse (docs/experiments/2026-11-29-fanpages-cold-start.md)."""
+"""``fanpages``'s (the default task's): fanout's recipe from the reader, 2,000 steps in cycles of 9 batches (3 of the
+single agent's demonstrations, 2 of the subagent's, 3 of the orchestrator's, 1 rehearsal); the subagent's and the
+single agent's demonstrations are snapshots of one generation each (up to ~900 tokens). ~18 min on 2 cores; shipped
+as ``coldstart-fanpages``. As many subagent and orchestrator batches as the 1,500-step recipe of 2026-11-29 (1, 2, 3
+weights), 3.1x the single agent's: its notes copied right 78-89 of 96 times instead of 63
+(docs/experiments/2026-12-02-single-agent-reads.md). 2,500 steps of the old mix read no better and wrote the
+orchestrator's answer worse (docs/experiments/2026-11-29-fanpages-cold-start.md)."""

@@ -6,7 +6,8 @@ policy hid must be looked up again). The plans:
 * **single agent** (the ``researcher`` loop) looking up ``g`` words a turn (``g`` = 1 .. N: its tool calls of a turn
   run concurrently, one critical step a turn), under every context policy of :data:`SINGLE_POLICIES` (triggered at
   the task's ``trigger_tokens``, as ``parl.context.agent`` is). Each turn quotes the line it read on its last page
-  (:func:`quotes`) and notes every number found so far, so a policy that keeps its last turn keeps them all;
+  (:func:`quotes`), notes every number found so far and, one word a turn, the word it is on (:func:`now_line`), so a
+  policy that keeps its last turn keeps them all;
   ``summarize`` is an oracle summariser that keeps every note. The best of these is the single agent's number;
 * **serial orchestrator** (``parl_swarm``): one ``assign_task`` a turn, the next after the last returned;
 * **swarm** (``parl_swarm``): ``create_subagent`` and one ``assign_task`` per word, all in the first turn.
@@ -233,8 +234,8 @@ async def single_agent(
             ctx.generate({"role": "assistant", "content": answer})
             break
         lines = [*quotes(ctx.messages, w), notes_text(now, task), now_line(task, now) if group == 1 else ""]
-        turn = {"role": "assistant", "content": "\n".join(filter(None, lines)), "tool_calls": list(map(lookup_call, todo))}
-        ctx.generate(turn)
+        content = "\n".join(filter(None, lines))
+        ctx.generate({"role": "assistant", "content": content, "tool_calls": list(map(lookup_call, todo))})
         await ctx.observe([w.page(word) for word in todo], limits)
     f1 = score(task, answer) if answer else 0.0
     return PlanResult(
