@@ -4,7 +4,6 @@ the budget overrides that draw one (``budget_overrides``)."""
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 
 from verl_parl.cli.evaluate import budget_overrides, steps_to_reach
 
@@ -22,6 +21,8 @@ def test_a_curve_that_dips_is_read_at_its_first_crossing() -> None:
 
 
 def test_a_budget_raises_the_single_agent_s_turn_cap_where_it_is_lower() -> None:
-    cfg = OmegaConf.create({"parl": {"researcher": {"max_turns": 11}}})
+    from verl_parl.cli.evaluate import compose_config
+
+    cfg = compose_config("unused", ["parl.researcher.max_turns=11"])
     assert budget_overrides(cfg, 16) == ["parl.critical_steps_budget=16", "parl.researcher.max_turns=17"]
     assert budget_overrides(cfg, 8) == ["parl.critical_steps_budget=8"]

@@ -310,11 +310,11 @@ def build_evaluator(cfg: Any, model: str, policy: Any, frozen: Any, scorer: str 
 def budget_overrides(cfg: Any, budget: int) -> list[str]:
     """The overrides that evaluate under the critical-steps budget ``budget``: ``parl.critical_steps_budget``, and
     the single agent's turn cap raised to B turns and the answer the budget forces where it is lower."""
-    from omegaconf import OmegaConf
+    from verl_parl.agents.settings import researcher_settings
 
     overrides = [f"parl.critical_steps_budget={budget}"]
-    max_turns = OmegaConf.select(cfg, "parl.researcher.max_turns")
-    if max_turns is not None and int(max_turns) < budget + 1:
+    max_turns = researcher_settings(cfg).max_turns
+    if max_turns < budget + 1:
         overrides.append(f"parl.researcher.max_turns={budget + 1}")
     return overrides
 
