@@ -7,6 +7,8 @@ test, and the ``python -m verl_parl.main`` runs that end-to-end and fault tests 
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import re
 import signal
 import sys
@@ -28,6 +30,7 @@ from run_pool import (  # noqa: E402
     RunSpec,
     shared_run,
 )
+from two_nodes import RUNS as TWO_NODE_RUNS  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -249,3 +252,22 @@ def fanout_learning_run(path: Path) -> RunSpec:
             "trainer.save_freq=-1",
         )
     )
+
+
+# ---- the shared two-node runs (tests/e2e/two_nodes.py): a two-node cluster on 127.0.0.1 and two runs on it at once.
+# Checked by the cluster tests, and by the thinking test on the arithmetic run, whose policy is the thinking cold start
+
+
+@shared_run
+def two_node_runs(path: Path) -> RunSpec:
+    """A two-node cluster on 127.0.0.1 and the runs of ``two_nodes.RUNS`` on it at once, the ``arithmetic`` one on the
+    thinking cold start (shipped; copied into the asset cache)."""
+    from verl_parl_demo.modelbuild.thinking import build_thinking_coldstart
+
+    from verl_parl.cli.config import resolved_cache_dir
+
+    thinking = build_thinking_coldstart(resolved_cache_dir(os.environ.get("VERL_PARL_CACHE")) / "models")
+    path.mkdir(parents=True, exist_ok=True)
+    runs = {**TWO_NODE_RUNS, "arithmetic": (*TWO_NODE_RUNS["arithmetic"], f"actor_rollout_ref.model.path={thinking}")}
+    (path / "runs.json").write_text(json.dumps(runs))
+    return RunSpec(command=(sys.executable, str(Path(__file__).parent / "e2e" / "two_nodes.py"), str(path)), slots=2)

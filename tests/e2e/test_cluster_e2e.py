@@ -1,12 +1,15 @@
 """``python -m verl_parl.main`` on an existing Ray cluster of two nodes (docs/cluster.md), two runs at once.
 
-One shared run (``tests/e2e/two_nodes.py``, two of the pool's slots) starts a head node with the trainers' logical
-GPUs and a second node declaring the resource ``frozen``, on 127.0.0.1 only, each node with its own Ray temp folder
-and asset cache. Against it, at once and with ``ray_kwargs.ray_init.address`` set:
+One shared run (``two_node_runs`` in ``tests/conftest.py``: ``tests/e2e/two_nodes.py``, two of the pool's slots)
+starts a head node with the trainers' logical GPUs and a second node declaring the resource ``frozen``, on 127.0.0.1
+only, each node with its own Ray temp folder and asset cache.
+Against it, at once and with ``ray_kwargs.ray_init.address`` set:
 
 - ``fanout``: 2 GRPO steps of ``parl_swarm`` on the fanout task, its frozen group placed on the second node
   (``parl.subagent.resources={frozen: 1}``), an agent-loop worker on each node, every episode traced;
-- ``arithmetic``: 2 steps of the arithmetic task, its own frozen group on the second node too.
+- ``arithmetic``: 2 steps of the arithmetic task, its own frozen group on the second node too. Its policy is the
+  thinking cold start (a Qwen3-style template, a ``<think>`` block opening every turn): ``test_thinking_e2e.py``
+  checks its reasoning on this run, which spares a run of its own.
 
 The driver (and so the run folders and the asset cache the assets are built in) is the head's; the trainers are
 there too (the only logical GPUs). The start-up checks each have a component test (``tests/component/
@@ -17,38 +20,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from main_runs import MainRun, read_metrics
-from run_pool import RunSpec, shared_run
+from two_nodes import RUNS, STEPS
 
 pytestmark = pytest.mark.e2e
-
-TWO_NODES = Path(__file__).with_name("two_nodes.py")
-STEPS = 2
-COMMON = (
-    f"trainer.total_training_steps={STEPS}",
-    "trainer.test_freq=-1",
-    "trainer.val_before_train=false",
-    "trainer.save_freq=-1",
-    "parl.subagent.resources={frozen: 1}",  # the second node's resource: each run's frozen group goes there
-    "parl.traces.train_fraction=1.0",
-)
-RUNS = {
-    "fanout": ("embedded=fanout", "actor_rollout_ref.rollout.agent.num_workers=2", *COMMON),  # a worker a node
-    "arithmetic": ("embedded=arithmetic", *COMMON),
-}
-
-
-@shared_run
-def two_node_runs(path: Path) -> RunSpec:
-    """A two-node cluster on 127.0.0.1 and the two runs of :data:`RUNS` on it at once."""
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "runs.json").write_text(json.dumps(RUNS))
-    return RunSpec(command=(sys.executable, str(TWO_NODES), str(path)), slots=2)
 
 
 class Cluster:

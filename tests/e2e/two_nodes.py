@@ -35,6 +35,21 @@ SECOND_CPUS = 8
 RUN_TIMEOUT_S = 1500
 SAMPLE_EVERY_S = 5.0
 WORKER_REGISTER_TIMEOUT_S = 600
+STEPS = 2
+COMMON = (
+    f"trainer.total_training_steps={STEPS}",
+    "trainer.test_freq=-1",
+    "trainer.val_before_train=false",
+    "trainer.save_freq=-1",
+    "parl.subagent.resources={frozen: 1}",  # the second node's resource: each run's frozen group goes there
+    "parl.traces.train_fraction=1.0",
+)
+RUNS = {
+    "fanout": ("embedded=fanout", "actor_rollout_ref.rollout.agent.num_workers=2", *COMMON),  # a worker a node
+    "arithmetic": ("embedded=arithmetic", *COMMON),
+}
+"""The runs of the cluster tests (``two_node_runs`` in ``tests/conftest.py``; ``tests/e2e/test_cluster_e2e.py``), by
+name; the test session adds the ``arithmetic`` run's policy, the thinking cold start."""
 
 
 @dataclass(frozen=True)
