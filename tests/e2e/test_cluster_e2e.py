@@ -2,8 +2,8 @@
 
 One shared run (``two_node_runs`` in ``tests/conftest.py``: ``tests/e2e/two_nodes.py``, two of the pool's slots)
 starts a head node with the trainers' logical GPUs and a second node declaring the resource ``frozen``, on 127.0.0.1
-only, each node with its own Ray temp folder and asset cache.
-Against it, at once and with ``ray_kwargs.ray_init.address`` set:
+only, each node with its own Ray temp folder and asset cache. Against it, at once and with
+``ray_kwargs.ray_init.address`` set:
 
 - ``fanout``: 2 GRPO steps of ``parl_swarm`` on the fanout task, its frozen group placed on the second node
   (``parl.subagent.resources={frozen: 1}``), an agent-loop worker on each node, every episode traced;

@@ -16,11 +16,11 @@ import subprocess
 
 import pytest
 from main_runs import MainRun, assert_trained
+from two_nodes import STEPS
 
 pytestmark = pytest.mark.e2e
 
-STEPS = 2  # test_cluster_e2e.STEPS
-RUN = "arithmetic"  # the two-node run on the thinking cold start
+RUN = "arithmetic"  # the two-node run on the thinking cold start (tests/conftest.py: two_node_runs)
 
 
 def test_a_thinking_model_trains_its_reasoning_and_its_subagents_are_served(two_node_runs: MainRun) -> None:
