@@ -31,13 +31,16 @@ IMPORTS = "import time; import torch, verl.trainer.main_ppo; print(time.process_
 
 
 def title(process: psutil.Process) -> str:
-    """``ray::<actor>`` for a Ray worker (its method, if any, dropped), ``main`` for the driver, else the program."""
+    """``ray::<actor>`` for a Ray worker (its method dropped), the driver, ``python <script>``, else the program."""
     words = process.cmdline() or [process.name()]
     if words[0].startswith("ray::"):
         return words[0].split(".")[0]
     if "verl_parl.main" in words:
         return "main (the driver)"
-    return Path(words[0]).name if Path(words[0]).name != "python" else " ".join(words[:2])[-40:]
+    program = Path(words[0]).name
+    if program.startswith("python"):  # an interpreter: the script or module it runs
+        return f"python {Path(next((w for w in words[1:] if not w.startswith('-')), '')).name}"
+    return program
 
 
 def sample(session: int, seen: dict[int, tuple[str, float]]) -> None:

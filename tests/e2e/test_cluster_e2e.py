@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from main_runs import MainRun, read_metrics
-from two_nodes import RUNS, STEPS
+from two_nodes import RUNS, STEPS, run_result
 
 pytestmark = pytest.mark.e2e
 
@@ -47,8 +47,8 @@ class Cluster:
 
     def finished(self, name: str) -> list[dict[str, Any]]:
         """The run's training records, after checking it exited 0 and its reports are whole."""
-        code = (self.path / name / "exit_code").read_text()
-        assert code == "0", (self.path / name / "stderr.log").read_text()[-4000:]
+        result = run_result(self.path, name)
+        assert result.returncode == 0, result.stderr[-4000:]
         run_dir = self.run_dir(name)
         records = read_metrics(run_dir)
         train = [r for r in records if "training/global_step" in r]

@@ -12,11 +12,10 @@ segments (``parl/thinking_tokens/mean``; that they carry loss mask 1 is checked 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from main_runs import MainRun, assert_trained
-from two_nodes import STEPS
+from two_nodes import STEPS, run_result
 
 pytestmark = pytest.mark.e2e
 
@@ -24,11 +23,8 @@ RUN = "arithmetic"  # the two-node run on the thinking cold start (tests/conftes
 
 
 def test_a_thinking_model_trains_its_reasoning_and_its_subagents_are_served(two_node_runs: MainRun) -> None:
-    folder = two_node_runs.path / RUN
-    logs = {name: (folder / f"{name}.log").read_text(errors="replace") for name in ("stdout", "stderr")}
-    code = int((folder / "exit_code").read_text())
-    run_dir = folder / "run"
-    train = assert_trained(subprocess.CompletedProcess([], code, logs["stdout"], logs["stderr"]), run_dir, steps=STEPS)
+    run_dir = two_node_runs.path / RUN / "run"
+    train = assert_trained(run_result(two_node_runs.path, RUN), run_dir, steps=STEPS)
     for record in train:
         assert record["parl/thinking_tokens/mean"] > 0, record.get("parl/thinking_tokens/mean")
     traces = [json.loads(line) for line in (run_dir / "traces" / "swarm.jsonl").read_text().splitlines()]

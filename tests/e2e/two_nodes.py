@@ -69,6 +69,13 @@ def environment(cache_dir: Path) -> dict[str, str]:
     return env
 
 
+def run_result(folder: Path, name: str) -> subprocess.CompletedProcess[str]:
+    """What run ``name`` of :func:`run_all` in ``folder`` left: its exit code and its stdout and stderr logs."""
+    logs = {log: (folder / name / f"{log}.log").read_text(errors="replace") for log in ("stdout", "stderr")}
+    code = int((folder / name / "exit_code").read_text())
+    return subprocess.CompletedProcess([], code, logs["stdout"], logs["stderr"])
+
+
 def start(folder: Path) -> tuple[Any, dict[str, Node]]:
     """Start the head and the second node (each its own temp and cache folder); the cluster and its nodes."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
