@@ -8,7 +8,8 @@ default orchestrator (``parl_swarm``) and the single agent (``parl.embedded.agen
 turn run concurrently, its context policy is the task's, the best of the oracle table) trained the Kimi-Researcher
 way (REINFORCE with negative-sample control, gamma decay, the format-gated reward); ``--modes`` adds its ablations
 (``single-no-nsc``, ``single-gamma-1``, ``single-grpo``: the swarm's GRPO and reward) and the swarm with co-trained
-subagents (``cotrained-episode``, ``cotrained-result``). Then ``python -m verl_parl.evaluate``
+subagents (``cotrained-episode``, ``cotrained-result``), and ``single-no-context`` evaluates the trained single agent
+with no context policy (K2.5's "without context management"). Then ``python -m verl_parl.evaluate``
 runs each trained policy greedily on the task's 64 test tasks (frozen subagents: the cold start, as in training) and
 the script prints two markdown tables: item-F1 and critical steps per seed and their mean, then each mode's held-out and
 test item-F1, its subagents' rows, critical steps, training reward and step time as mean ± std over the seeds. Runs
@@ -26,6 +27,7 @@ import json
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,11 @@ MODES = {
 """Name -> (the evaluated mode, the training overrides); ``--modes`` picks among them. The co-trained swarms'
 subagents are trained too (``parl.subagent.train``, docs/swarm.md): on the test split the trained policy serves
 them, where the others' subagents are the cold start."""
+NO_CONTEXT = ["parl.context.agent.policy=none", "parl.context.agent.options={}"]
+"""The trained agent's context unmanaged: its episode ends when the next prompt would not fit the window."""
+EVALUATED = {"single-no-context": ("single", NO_CONTEXT)}
+"""Name -> (the trained mode whose runs it evaluates, the evaluation's overrides): K2.5's "single agent without
+context management" is the trained single agent evaluated with no context policy."""
 
 
 def seeded(seed: int) -> list[str]:
@@ -75,12 +82,14 @@ def train(folder: Path, overrides: list[str]) -> dict[str, Any]:
     return json.loads(summary.read_text())
 
 
-def evaluate(model: str, data: Path, mode: str, *, task: str, subagents: str, out: Path) -> dict[str, Any]:
-    """``python -m verl_parl.evaluate`` of ``mode`` on ``data``; its report's mode summary."""
+def evaluate(
+    model: str, data: Path, mode: str, *, task: str, subagents: str, out: Path, overrides: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``python -m verl_parl.evaluate`` of ``mode`` on ``data`` with ``overrides``; its report's mode summary."""
     if not out.is_file():
-        print(f"[compare] evaluating {model} ({mode}) on {data}", file=sys.stderr, flush=True)
+        print(f"[compare] evaluating {model} ({mode}) on {data} {' '.join(overrides)}", file=sys.stderr, flush=True)
         command = [sys.executable, "-m", "verl_parl.evaluate", "--model", model, "--data", str(data), "--modes", mode]
-        command += ["--subagent-model", subagents, "--out", str(out), f"embedded={task}"]
+        command += ["--subagent-model", subagents, "--out", str(out), f"embedded={task}", *overrides]
         subprocess.run(command, check=True, stdout=sys.stderr)
     return dict(json.loads(out.read_text())["modes"][mode])
 
@@ -90,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("outputs/swarm_vs_single"))
     parser.add_argument("--task", default="fanpages", help="the embedded task (default: the default run's)")
-    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=["swarm", "single"], help="the agents")
+    parser.add_argument(
+        "--modes", nargs="+", choices=[*MODES, *EVALUATED], default=["swarm", "single"], help="the agents"
+    )
     parser.add_argument(
         "--budgets",
         type=int,
@@ -106,22 +117,38 @@ def main(argv: list[str] | None = None) -> int:
     details: dict[str, list[dict[str, float]]] = {name: [] for name in args.modes}
     for seed in args.seeds:
         for name in args.modes:
-            mode, extra = MODES[name]
-            folder = (args.out / f"{name}-{seed}").resolve()
+            trained, evaluated = EVALUATED.get(name, (name, []))
+            mode, extra = MODES[trained]
+            folder = (args.out / f"{trained}-{seed}").resolve()
             summary = train(folder, [f"embedded={args.task}", *seeded(seed), *extra, *args.overrides])
             config = (folder / "resolved_config.yaml").read_text()
             test = _data_folder(config) / "test.parquet"
             subagents = summary["final_model"] if name.startswith("cotrained") else _model_path(config)
+            suffix = "" if name == trained else f"-{name}"
             found = evaluate(
-                summary["final_model"], test, mode, task=args.task, subagents=subagents, out=folder / "test_eval.json"
+                summary["final_model"],
+                test,
+                mode,
+                task=args.task,
+                subagents=subagents,
+                out=folder / f"test_eval{suffix}.json",
+                overrides=evaluated,
             )
             rows[name].append((found["item_f1"], found["critical_steps"]))
             details[name].append(run_details(folder, summary, found))
             if args.budgets:
-                out = folder / "test_curve.json"
+                out = folder / f"test_curve{suffix}.json"
+                model = summary["final_model"]
                 curves.setdefault(name, []).append(
                     curve(
-                        summary["final_model"], test, mode, args.budgets, task=args.task, subagents=subagents, out=out
+                        model,
+                        test,
+                        mode,
+                        args.budgets,
+                        task=args.task,
+                        subagents=subagents,
+                        out=out,
+                        overrides=evaluated,
                     )
                 )
                 if "cold start" not in curves:
@@ -149,15 +176,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def curve(
-    model: str, data: Path, mode: str, budgets: list[int], *, task: str, subagents: str, out: Path
+    model: str,
+    data: Path,
+    mode: str,
+    budgets: list[int],
+    *,
+    task: str,
+    subagents: str,
+    out: Path,
+    overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``python -m verl_parl.evaluate --budgets`` of ``mode`` on ``data``; {"mode": mode, "points": one summary a
-    budget}."""
+    """``python -m verl_parl.evaluate --budgets`` of ``mode`` on ``data`` with ``overrides``; {"mode": mode, "points":
+    one summary a budget}."""
     if not out.is_file():
         print(f"[compare] latency curve of {model} ({mode}) under B = {budgets}", file=sys.stderr, flush=True)
         command = [sys.executable, "-m", "verl_parl.evaluate", "--model", model, "--data", str(data), "--modes", mode]
         command += ["--budgets", ",".join(map(str, budgets)), "--subagent-model", subagents, "--out", str(out)]
-        subprocess.run([*command, f"embedded={task}"], check=True, stdout=sys.stderr)
+        subprocess.run([*command, f"embedded={task}", *overrides], check=True, stdout=sys.stderr)
     return {"mode": mode, "points": json.loads(out.read_text())["curve"][mode]}
 
 
@@ -218,7 +253,8 @@ def print_curves(curves: dict[str, list[dict[str, Any]]], args: argparse.Namespa
     for label, points in means.items():
         cells = {budget: f"{f1:.3f} / {steps:.2f}" for budget, f1, steps in points}
         print(f"| {label}: item-F1 / critical steps | " + " | ".join(cells.get(b, "-") for b in args.budgets) + " |")
-    pairs = [("swarm", "single"), ("oracle swarm", "oracle single agent")]
+    singles = [name for name in args.modes if name.startswith("single")]
+    pairs = [*(("swarm", name) for name in singles), ("oracle swarm", "oracle single agent")]
     print("\n| critical steps to reach item-F1 | " + " | ".join(f"{t}" for t in TARGETS) + " |")
     print("|---" * (len(TARGETS) + 1) + "|")
     for swarm, single in pairs:
