@@ -224,6 +224,47 @@ def test_assign_each_is_offered_only_when_turned_on(tokenizer: Any) -> None:
     assert asyncio.run(scenario()) == [unknown]
 
 
+
+class FlakyServer(ScriptedSubagentServer):
+    """A scripted subagent whose first run of a prompt naming ``flaky`` fails (a server error)."""
+
+    failed = False
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        if "flaky" in self.tokenizer.decode(prompt_ids) and not self.failed:
+            self.failed = True
+            raise ConnectionError("server went away")
+        return await super().generate(prompt_ids, sampling_params)
+
+
+def test_repeated_assignments_are_refused_when_turned_on_and_failed_runs_may_be_retried(tokenizer: Any) -> None:
+    async def scenario(refuse: bool) -> tuple[SwarmEpisode, list[list[str]]]:
+        ep = episode(tokenizer, FlakyServer(tokenizer, calls=0), refuse_repeats=refuse, assign_each=True)
+        turns = [
+            await ep.run_turn([create(), assign(" rameve"), assign("Rameve!"), assign("flaky")]),
+            await ep.run_turn([assign("rameve"), assign("flaky"), each("gane; rameve", "{item}"), each("gane; lima", "{item}")]),
+        ]
+        ep.record_final_turn()
+        return ep, turns
+
+    ep, (first, second) = asyncio.run(scenario(refuse=True))
+    repeat = "asks what an earlier run asked; nothing was run: ask something new"
+    assert first[1] == "final answer after 0 lookups" and first[2] == f"error: assign_task: 'Rameve!' {repeat}"
+    assert "server went away" in first[3]
+    assert second[0] == f"error: assign_task: 'rameve' {repeat}"  # asked and answered in the first turn
+    assert second[1] == "final answer after 0 lookups"  # the failed run may be retried
+    assert second[2] == f"error: assign_each: 'rameve' {repeat}"  # a repeated item refuses its whole call
+    assert second[3] == "\n".join(["final answer after 0 lookups"] * 2)
+    assert [len(stage.subagents) for stage in ep.stages] == [2, 3, 0]  # refused calls started no subagent
+    accounting = ep.accounting()
+    assert (accounting.refused_repeats, accounting.num_assigned) == (3, 5)
+    assert accounting.to_extra_fields()["parl_refused_repeats"] == 3
+
+    ep, (first, second) = asyncio.run(scenario(refuse=False))  # off (the default): every call runs, as in the paper
+    assert not any("error" in o for o in [*first[1:3], *second[:1]])
+    assert ep.accounting().refused_repeats == 0 and ep.accounting().num_assigned == 9
+
+
 def test_parse_tool_calls_handles_bad_json_unclosed_blocks_and_string_arguments() -> None:
     text = (
         'thinking <tool_call>{"name": "assign_task", '

@@ -98,6 +98,7 @@ class EpisodeAccounting:
     stage_sub_steps: list[list[int]] = field(default_factory=list)
     budget_exhausted: bool = False
     answered: bool = False  # ended with a generation without tool calls, within the response limit
+    refused_repeats: int = 0  # assignments refused as repeats, no subagent run (parl.swarm.refuse_repeats)
     subagents: list[dict[str, Any]] = field(default_factory=list)  # per assignment: stage, steps, prompt, result
 
     def to_extra_fields(self) -> dict[str, Any]:
@@ -105,7 +106,12 @@ class EpisodeAccounting:
 
 
 def account(
-    stages: list[Stage], *, num_created: int, budget_exhausted: bool = False, answered: bool = False
+    stages: list[Stage],
+    *,
+    num_created: int,
+    budget_exhausted: bool = False,
+    answered: bool = False,
+    refused_repeats: int = 0,
 ) -> EpisodeAccounting:
     """All accounting fields of an episode from its stages."""
     subagents = [sub for stage in stages for sub in stage.subagents]
@@ -121,6 +127,7 @@ def account(
         stage_sub_steps=[list(s.sub_steps) for s in stages],
         budget_exhausted=budget_exhausted,
         answered=answered,
+        refused_repeats=refused_repeats,
         subagents=[
             {"stage": t, **{k: getattr(sub, k) for k in ("steps", "tool_calls", "returned", "prompt", "result")}}
             for t, stage in enumerate(stages)

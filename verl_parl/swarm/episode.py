@@ -4,6 +4,11 @@ Separate from verl's agent-loop plumbing so the rules can be tested with a scrip
 ``create_subagent`` calls take effect in call order; all ``assign_task`` and ``assign_each`` runs
 (and direct tool calls) of one turn start together and run concurrently; every rule violation is an
 error observation for the model, never an exception.
+
+With ``parl.swarm.refuse_repeats`` a run that asks what an earlier run of the episode asked (the same words,
+case, accents and punctuation ignored, :func:`verl_parl.rewards.guard.words`) is refused: an earlier run of the
+same turn, or of an earlier turn that returned a result (a retry of a failed run is not a repeat). The call gets an
+error observation and starts no subagent; the episode reports the refused runs as ``parl_refused_repeats``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.budget import budget_spent
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
+from verl_parl.rewards.guard import words
 from verl_parl.settings.defaults import IN_YAML, yaml_default, yaml_defaults
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import (
@@ -54,6 +60,7 @@ class SwarmLimits:
     max_orchestrator_steps: int = IN_YAML
     critical_steps_budget: int | None = yaml_default("")["critical_steps_budget"]  # parl.critical_steps_budget
     assign_each: bool = IN_YAML  # also offer our assign_each besides the paper's create_subagent and assign_task
+    refuse_repeats: bool = IN_YAML  # a run asking what an earlier run asked is refused (the module docstring)
     subagent_limits: SubagentLimits = field(default_factory=SubagentLimits)  # parl.swarm.subagent_limits
 
     def __post_init__(self) -> None:
@@ -77,6 +84,7 @@ class SwarmEpisode:
     results: list[SubagentResult] = field(default_factory=list)
     budget_exhausted: bool = False
     answered: bool = False  # the last generation was an answer (no tool calls, not cut by the response limit)
+    refused_repeats: int = 0  # runs refused as repeats (parl.swarm.refuse_repeats)
     log: list[dict[str, Any]] = field(default_factory=list)  # per stage: calls, observations, timing
     _direct_box: ToolBox | None = field(default=None, init=False, repr=False)
     hooks: Any = None  # pluggy hook relay: verl_parl_subagent_start / _finish
@@ -117,7 +125,11 @@ class SwarmEpisode:
 
     def accounting(self) -> EpisodeAccounting:
         return account(
-            self.stages, num_created=len(self.agents), budget_exhausted=self.budget_exhausted, answered=self.answered
+            self.stages,
+            num_created=len(self.agents),
+            budget_exhausted=self.budget_exhausted,
+            answered=self.answered,
+            refused_repeats=self.refused_repeats,
         )
 
     async def run_turn(self, calls: list[ToolCall | CallError]) -> list[str]:
@@ -127,17 +139,20 @@ class SwarmEpisode:
         prompts: dict[int, list[str]] = {}  # per assigning call: the prompt of each run
         deadlines = DeadlineGroup(self.limits.subagent_limits.timeout_s)  # one timer for the turn's subagents
         assigned_this_turn = 0
+        # the words of the runs a new run may not repeat: this turn's, and earlier turns' that returned
+        asked = {tuple(words(r.prompt)) for stage in self.stages for r in stage.subagents if r.returned}
         for index, call in enumerate(calls):
             if isinstance(call, CallError):
                 observations[index] = call.message
             elif call.name == CREATE_SUBAGENT:
                 observations[index] = self._create(call)
             elif call.name in (ASSIGN_TASK, ASSIGN_EACH) and call.name in self._swarm_tools:
-                runs = self._runs(call, assigned_this_turn)
+                runs = self._runs(call, assigned_this_turn, asked)
                 if isinstance(runs, str):
                     observations[index] = runs
                 else:
                     prompts[index] = runs
+                    asked.update(tuple(words(prompt)) for prompt in runs)
                     assigned_this_turn += len(runs)
                     pending[index] = self._assign_runs(call.arguments["agent"], runs, deadlines)
             elif call.name in self.direct_tools:
@@ -233,24 +248,35 @@ class SwarmEpisode:
         self.agents[name] = call.arguments["system_prompt"]
         return f"created subagent {name!r}"
 
-    def _runs(self, call: ToolCall, assigned_this_turn: int) -> list[str] | str:
+    def _runs(self, call: ToolCall, assigned_this_turn: int, asked: set[tuple[str, ...]]) -> list[str] | str:
         """The prompts of the subagent runs an ``assign_task`` or ``assign_each`` call asks for, or the error
-        observation when it may not run."""
+        observation when it may not run; ``asked``: the words of the runs it may not repeat."""
         problem = check_arguments(call, _SCHEMAS[call.name])
         if problem:
             return problem
         runs = self._each(call) if call.name == ASSIGN_EACH else run_prompts(call.name, call.arguments)
         if isinstance(runs, str):
             return runs
+        return self._refusal(call, runs, assigned_this_turn, asked) or runs
+
+    def _refusal(
+        self, call: ToolCall, runs: list[str], assigned_this_turn: int, asked: set[tuple[str, ...]]
+    ) -> str | None:
+        """The error observation when a call's ``runs`` may not start (unknown agent, a repeat, a limit), else None."""
         agent = call.arguments["agent"]
         if agent not in self.agents:
             known = sorted(self.agents) or "none yet; call create_subagent first"
             return f"error: {call.name}: unknown agent {agent!r} (created: {known})"
+        repeated = _repeats(runs, asked) if self.limits.refuse_repeats else []
+        if repeated:
+            self.refused_repeats += len(repeated)
+            shown = ", ".join(repr(prompt) for prompt in repeated)
+            return f"error: {call.name}: {shown} asks what an earlier run asked; nothing was run: ask something new"
         if assigned_this_turn + len(runs) > self.limits.max_subagents_per_turn:
             return f"error: {call.name}: at most {self.limits.max_subagents_per_turn} subagents per turn"
         if self.num_assigned + assigned_this_turn + len(runs) > self.limits.max_subagents_per_episode:
             return f"error: {call.name}: at most {self.limits.max_subagents_per_episode} subagent runs per episode"
-        return runs
+        return None
 
     @staticmethod
     def _each(call: ToolCall) -> list[str] | str:
@@ -313,3 +339,14 @@ class SwarmEpisode:
         """Close the orchestrator's tool sessions (call once the episode ends)."""
         if self._direct_box is not None:
             await self._direct_box.aclose()
+
+
+def _repeats(prompts: list[str], asked: set[tuple[str, ...]]) -> list[str]:
+    """The prompts that ask what ``asked`` holds, or what a prompt before them in ``prompts`` asks."""
+    seen, repeated = set(asked), []
+    for prompt in prompts:
+        key = tuple(words(prompt))
+        if key in seen:
+            repeated.append(prompt)
+        seen.add(key)
+    return repeated

@@ -88,6 +88,7 @@ HELDOUT_FIELDS = (
     "looped",
     "results_item_f1",
     "coverage",
+    "refused_repeats",
 )
 
 
@@ -140,6 +141,7 @@ def heldout_row(extra: Any) -> dict[str, float]:
         "looped": [info.get("parl_looped")],
         "results_item_f1": [info.get("parl_results_item_f1")],
         "coverage": [info.get("parl_coverage")],
+        "refused_repeats": [extra.get("parl_refused_repeats")],
     }
     for name, values in candidates.items():
         found = next((v for v in map(_number, values) if v is not None), None)
