@@ -248,7 +248,7 @@ def test_repeated_assignments_are_refused_when_turned_on_and_failed_runs_may_be_
         return ep, turns
 
     ep, (first, second) = asyncio.run(scenario(refuse=True))
-    repeat = "asks what an earlier run asked; nothing was run: ask something new"
+    repeat = "was asked already; not run"
     assert first[1] == "final answer after 0 lookups" and first[2] == f"error: assign_task: 'Rameve!' {repeat}"
     assert "server went away" in first[3]
     assert second[0] == f"error: assign_task: 'rameve' {repeat}"  # asked and answered in the first turn

@@ -271,7 +271,7 @@ class SwarmEpisode:
         if repeated:
             self.refused_repeats += len(repeated)
             shown = ", ".join(repr(prompt) for prompt in repeated)
-            return f"error: {call.name}: {shown} asks what an earlier run asked; nothing was run: ask something new"
+            return f"error: {call.name}: {shown} was asked already; not run"
         if assigned_this_turn + len(runs) > self.limits.max_subagents_per_turn:
             return f"error: {call.name}: at most {self.limits.max_subagents_per_turn} subagents per turn"
         if self.num_assigned + assigned_this_turn + len(runs) > self.limits.max_subagents_per_episode:
