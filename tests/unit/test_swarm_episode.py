@@ -224,7 +224,6 @@ def test_assign_each_is_offered_only_when_turned_on(tokenizer: Any) -> None:
     assert asyncio.run(scenario()) == [unknown]
 
 
-
 class FlakyServer(ScriptedSubagentServer):
     """A scripted subagent whose first run of a prompt naming ``flaky`` fails (a server error)."""
 
@@ -242,7 +241,9 @@ def test_repeated_assignments_are_refused_when_turned_on_and_failed_runs_may_be_
         ep = episode(tokenizer, FlakyServer(tokenizer, calls=0), refuse_repeats=refuse, assign_each=True)
         turns = [
             await ep.run_turn([create(), assign(" rameve"), assign("Rameve!"), assign("flaky")]),
-            await ep.run_turn([assign("rameve"), assign("flaky"), each("gane; rameve", "{item}"), each("gane; lima", "{item}")]),
+            await ep.run_turn(
+                [assign("rameve"), assign("flaky"), each("gane; rameve", "{item}"), each("gane; lima", "{item}")]
+            ),
         ]
         ep.record_final_turn()
         return ep, turns

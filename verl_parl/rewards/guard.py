@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import csv
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from verl_parl.chat.words import WORD, words
 from verl_parl.rewards.parl_reward import EpisodeStats
 from verl_parl.rewards.table import normalize_header
 
@@ -48,7 +48,6 @@ _STOP_TEXT = (
     "very was we were what when where which while who whom why will with would you your"
 )
 STOP_WORDS = frozenset(_STOP_TEXT.split())
-_WORD = re.compile(r"[^\W_]+")
 _SENTENCE_END = re.compile(r"[.?!]+(?:\s+|$)")
 _JOIN = re.compile(r"[\s\-'’]+")  # what may separate the words of one name
 
@@ -78,13 +77,6 @@ class SubagentRun:
         return self.returned and self.tool_calls > 0
 
 
-def words(text: str) -> list[str]:
-    """Lowercase words without accents: ``"Shkodër's 2 cafés"`` → ``["shkoder", "s", "2", "cafes"]``."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return _WORD.findall(plain.casefold())
-
-
 def content_words(text: str) -> frozenset[str]:
     """The words of ``text`` that are not stop words: ``"What is 17 * 4?"`` → ``{"17", "4"}``."""
     return frozenset(w for w in words(text) if w not in STOP_WORDS)
@@ -96,7 +88,7 @@ def _title_runs(sentence: str) -> list[tuple[int, list[str]]]:
     ``[(0, ["New", "Zealand"]), (3, ["Fiji"])]``."""
     runs: list[tuple[int, list[str]]] = []
     end = -1
-    for index, match in enumerate(_WORD.finditer(sentence)):
+    for index, match in enumerate(WORD.finditer(sentence)):
         token = match.group()
         if not (token[0].isupper() and not token.isupper()):
             end = -1
@@ -209,7 +201,7 @@ def coverage(runs: Sequence[SubagentRun], names: Sequence[str]) -> float | None:
 
 def has_result(run: SubagentRun) -> bool:
     """Guard (b): the subagent returned (no error, timeout or budget cut) a result with a letter or digit."""
-    return run.returned and bool(_WORD.search(run.result))
+    return run.returned and bool(WORD.search(run.result))
 
 
 def is_useful(run: SubagentRun, task: TaskTerms, min_overlap: float) -> bool:

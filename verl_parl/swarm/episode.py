@@ -6,7 +6,7 @@ Separate from verl's agent-loop plumbing so the rules can be tested with a scrip
 error observation for the model, never an exception.
 
 With ``parl.swarm.refuse_repeats`` a run that asks what an earlier run of the episode asked (the same words,
-case, accents and punctuation ignored, :func:`verl_parl.rewards.guard.words`) is refused: an earlier run of the
+case, accents and punctuation ignored, :func:`verl_parl.chat.words.words`) is refused: an earlier run of the
 same turn, or of an earlier turn that returned a result (a retry of a failed run is not a repeat). The call gets an
 error observation and starts no subagent; the episode reports the refused runs as ``parl_refused_repeats``.
 """
@@ -22,7 +22,7 @@ from typing import Any
 from verl_parl.chat.backend import GenerateBackend
 from verl_parl.chat.budget import budget_spent
 from verl_parl.chat.calls import CallError, ToolCall, check_arguments
-from verl_parl.rewards.guard import words
+from verl_parl.chat.words import words
 from verl_parl.settings.defaults import IN_YAML, yaml_default, yaml_defaults
 from verl_parl.swarm.accounting import EpisodeAccounting, Stage, SubagentRecord, account, critical_steps
 from verl_parl.swarm.calls import (
