@@ -135,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
                 overrides=evaluated,
             )
             rows[name].append((found["item_f1"], found["critical_steps"]))
-            details[name].append(run_details(folder, summary, found))
+            found_details = run_details(folder, summary, found)
+            if name != trained:  # its training is the trained mode's run: only its evaluation is its own
+                found_details = {key: value for key, value in found_details.items() if key.startswith("test_")}
+            details[name].append(found_details)
             if args.budgets:
                 out = folder / f"test_curve{suffix}.json"
                 model = summary["final_model"]
