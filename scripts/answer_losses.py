@@ -41,7 +41,8 @@ from typing import Any
 
 from verl_parl.chat.calls import ToolCall, parse_calls
 from verl_parl.chat.repetition import looped
-from verl_parl.rewards.guard import names_any, words
+from verl_parl.chat.words import words
+from verl_parl.rewards.guard import names_any
 from verl_parl.rewards.scorers import gold_with_spec, table_scorer
 from verl_parl.rewards.table import (
     Table,
